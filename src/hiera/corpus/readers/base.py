@@ -1,0 +1,86 @@
+"""What every reader shares: the record types it yields and the bad-record hook.
+
+A reader is a function ``read(path, on_bad) -> Iterator[Document | Redirect]``
+that streams: it holds at most one record in memory, so memory does not grow
+with the input. A malformed record is reported through ``on_bad`` with a
+:class:`~hiera.errors.BadRecordError` naming the file and the line/record; the
+hook either raises (the default: the ingest stops and rolls back) or counts and
+returns (``--skip-bad``), in which case the reader goes on with the next record.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from hiera.corpus.tree import Document
+from hiera.errors import BadInputError, BadRecordError
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """``alias`` is another name of the document titled ``target`` (not a document)."""
+
+    alias: str
+    target: str
+
+
+Record = Document | Redirect
+OnBad = Callable[[BadRecordError], None]
+
+
+def raise_bad(err: BadRecordError) -> None:
+    raise err
+
+
+class Reader(Protocol):
+    def __call__(self, path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]: ...
+
+
+def check_file(path: Path) -> None:
+    """Fail early, with one clear line, on a missing or empty source."""
+    if not path.exists():
+        raise BadInputError(f"{path}: no such file or directory")
+    if path.is_file() and path.stat().st_size == 0:
+        raise BadInputError(f"{path}: file is empty")
+
+
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` decoding strictly as UTF-8 (BOM tolerated).
+
+    Decoding is incremental so memory stays flat; a non-UTF-8 byte raises a
+    :class:`BadInputError` naming the line.
+    """
+    check_file(path)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="strict")
+    lineno = 0
+    buf = ""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(1 << 16)
+            try:
+                buf += decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                raise BadInputError(
+                    f"{path}: line {lineno + buf.count(chr(10)) + 1}: not valid UTF-8 ({e.reason})"
+                ) from None
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                lineno += 1
+                yield lineno, line.rstrip("\r")
+            if not chunk:
+                break
+    if buf:
+        yield lineno + 1, buf.rstrip("\r")
+
+
+def read_utf8(path: Path) -> str:
+    """Read a whole (small, JSON) file as UTF-8 with a clear error."""
+    check_file(path)
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise BadInputError(f"{path}: not valid UTF-8 at byte {e.start}") from None
