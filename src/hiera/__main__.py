@@ -1,0 +1,5 @@
+import sys
+
+from hiera.cli import main
+
+sys.exit(main())

@@ -1,0 +1,280 @@
+"""The ``hiera`` command line: one sub-command per subsystem.
+
+Errors a user can cause print one line (``hiera: error: …``) and exit 2; pass
+``--debug`` (or set ``HIERA_DEBUG=1``) to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hiera.errors import HieraError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+# -- ingest / add / stats ---------------------------------------------------
+def _rules(args: argparse.Namespace):
+    from hiera.corpus.tree import PassageRules
+
+    if args.max_words is None and args.title_sep is None:
+        return None
+    return PassageRules(max_words=args.max_words or 100, title_sep=args.title_sep if args.title_sep is not None else ", ")
+
+
+def _report_ingest(report, args: argparse.Namespace) -> None:
+    msg = (
+        f"ingested {report.documents} documents ({report.replaced} replaced), {report.passages} passages, "
+        f"{report.redirects} redirects"
+    )
+    if args.skip_bad:
+        msg += f"; skipped {report.skipped} bad records"
+    _log(msg)
+    for ex in report.skipped_examples:
+        _log(f"  skipped: {ex}")
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from hiera.corpus.ingest import ingest
+
+    report = ingest(args.sources, args.format, args.index, rules=_rules(args), skip_bad=args.skip_bad, progress=not args.quiet)
+    _report_ingest(report, args)
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    """Ingest, then rebuild incrementally: old vectors are copied, not re-encoded."""
+    from hiera.corpus.ingest import ingest
+    from hiera.index.build import build, live_build_dir
+    from hiera.index.manifest import Manifest
+
+    build_dir = live_build_dir(Path(args.index))
+    if build_dir is None:
+        raise HieraError(f"{args.index} has no index yet; use `hiera ingest` then `hiera build`")
+    old = Manifest.read(build_dir)
+    report = ingest(args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet)
+    _report_ingest(report, args)
+    opts = _options_from_manifest(old)
+    opts.progress = not args.quiet
+    build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
+    return 0
+
+
+def _options_from_manifest(m) -> Any:
+    from hiera.index.bm25 import Bm25Config
+    from hiera.index.build import BuildOptions
+
+    opts = BuildOptions(bm25=m.bm25 is not None, dense=bool(m.models))
+    if m.bm25:
+        opts.bm25_config = Bm25Config.from_dict(m.bm25)
+        opts.bm25_doc_text = m.bm25.get("doc_text", "fulltext")
+    if m.models:
+        opts.doc_encoder = m.models["doc"]["path"]
+        opts.passage_encoder = m.models["passage"]["path"]
+        opts.passage_factory = m.faiss.get("passage", "Flat")
+        opts.doc_factory = m.faiss.get("doc", "Flat")
+    if m.doc_stage:
+        opts.doc_stage = m.doc_stage.get("name", "summary")
+    return opts
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from hiera.corpus.store import CorpusStore
+    from hiera.index.build import live_build_dir
+    from hiera.index.manifest import Manifest
+
+    store = CorpusStore(Path(args.index))
+    stats = store.stats()
+    build_dir = live_build_dir(Path(args.index))
+    if build_dir is not None:
+        m = Manifest.read(build_dir)
+        stats["index"] = {
+            "built_at_version": m.corpus_version,
+            "stale": m.corpus_version != stats["version"],
+            "bm25": m.bm25 is not None,
+            "dense": {k: v["name"] for k, v in m.models.items()},
+            "faiss": m.faiss,
+            "defaults": m.defaults,
+            "doc_stage": m.doc_stage,
+        }
+    if args.json:
+        _print_json(stats)
+    else:
+        for k, v in stats.items():
+            print(f"{k:>18}: {v}")
+    return 0
+
+
+# -- build / search --------------------------------------------------------
+def cmd_build(args: argparse.Namespace) -> int:
+    from hiera.index.bm25 import Bm25Config
+    from hiera.index.build import BuildOptions, build
+    from hiera.retrieve.docstage import check_doc_stage
+
+    opts = BuildOptions(
+        bm25=not args.no_bm25,
+        dense=not args.no_dense,
+        doc_encoder=args.doc_encoder,
+        passage_encoder=args.passage_encoder,
+        passage_factory=args.passage_index,
+        doc_factory=args.doc_index,
+        bm25_config=Bm25Config(k1=args.bm25_k1, b=args.bm25_b),
+        bm25_doc_text=args.bm25_doc_text,
+        batch_size=args.batch_size,
+        progress=not args.quiet,
+        doc_stage=check_doc_stage(args.doc_stage),
+    )
+    defaults = {}
+    if args.lam is not None:
+        defaults["lambda"] = args.lam
+    if args.k1 is not None:
+        defaults["k1"] = args.k1
+    opts.defaults = defaults or None
+    t = time.perf_counter()
+    m = build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
+    _log(f"built {args.index}: {m.documents} documents, {m.passages} passages in {time.perf_counter() - t:.1f}s")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from hiera.collection import Collection
+    from hiera.retrieve import get_retriever
+
+    col = Collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder)
+    params = {"lam": args.lam, "k1": args.k1, "doc_stage": args.doc_stage, "fusion": args.fusion}
+    retriever = get_retriever(args.retriever, col)
+    params = {k: v for k, v in params.items() if v is not None and k in retriever.param_spec}
+    res = retriever.search(args.query, k=args.k, level=args.level, **params)
+    if args.json:
+        _print_json(res.to_dict())
+        return 0
+    print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in res.trace))
+    for h in res:
+        print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
+        print(f"     {h.reason()}")
+        text = h.text if len(h.text) <= 300 else h.text[:297] + "..."
+        print(f"     {text}")
+    return 0
+
+
+# -- parser ----------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from hiera import __version__
+
+    p = argparse.ArgumentParser(prog="hiera", description="Hierarchical retrieval for open-domain QA.")
+    p.add_argument("--version", action="version", version=f"hiera {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, handler: Handler, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(handler=handler)
+        sp.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+        return sp
+
+    from hiera.corpus.readers import FORMATS
+
+    sp = add("ingest", cmd_ingest, "create or update a collection from source files")
+    sp.add_argument("sources", nargs="+")
+    sp.add_argument("--format", "-f", required=True, help=f"one of: {', '.join(sorted(FORMATS))}")
+    sp.add_argument("--index", "-i", required=True, help="collection directory")
+    sp.add_argument("--skip-bad", action="store_true", help="skip malformed records and count them")
+    sp.add_argument("--max-words", type=int, default=None, help="passage length limit (default 100)")
+    sp.add_argument("--title-sep", default=None, help='passage title separator (default ", ")')
+
+    sp = add("add", cmd_add, "append documents to an indexed collection (old vectors are reused)")
+    sp.add_argument("index")
+    sp.add_argument("sources", nargs="+")
+    sp.add_argument("--format", "-f", required=True)
+    sp.add_argument("--skip-bad", action="store_true")
+
+    sp = add("stats", cmd_stats, "print collection statistics")
+    sp.add_argument("index")
+    sp.add_argument("--json", action="store_true")
+
+    from hiera.encode import DEFAULT_MODEL
+    from hiera.retrieve import RETRIEVERS
+    from hiera.retrieve.docstage import DOC_STAGES
+
+    sp = add("build", cmd_build, "build BM25 and dense indexes for a collection")
+    sp.add_argument("index")
+    sp.add_argument("--no-dense", action="store_true", help="BM25 only (no encoding)")
+    sp.add_argument("--no-bm25", action="store_true")
+    sp.add_argument("--doc-encoder", default=DEFAULT_MODEL, help="model name or local directory")
+    sp.add_argument("--passage-encoder", default=DEFAULT_MODEL)
+    sp.add_argument("--passage-index", default="Flat", help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …)")
+    sp.add_argument("--doc-index", default="Flat")
+    sp.add_argument("--bm25-k1", type=float, default=0.9)
+    sp.add_argument("--bm25-b", type=float, default=0.4)
+    sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
+    sp.add_argument("--doc-stage", default="summary", help=f"default DHR document stage: {', '.join(DOC_STAGES)}")
+    sp.add_argument("--lambda", dest="lam", type=float, default=None, help="default λ for dhr")
+    sp.add_argument("--k1", type=int, default=None, help="default number of documents for dhr")
+    sp.add_argument("--batch-size", type=int, default=32)
+
+    sp = add("search", cmd_search, "search a collection")
+    sp.add_argument("index")
+    sp.add_argument("query")
+    sp.add_argument("--retriever", "-r", default="dhr", choices=RETRIEVERS)
+    sp.add_argument("--k", "-k", type=int, default=10)
+    sp.add_argument("--level", choices=["passage", "doc"], default=None)
+    sp.add_argument("--lambda", dest="lam", type=float, default=None)
+    sp.add_argument("--k1", type=int, default=None)
+    sp.add_argument("--doc-stage", default=None, choices=DOC_STAGES)
+    sp.add_argument("--fusion", default=None, choices=["rrf", "interp"])
+    sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
+    sp.add_argument("--passage-encoder", default=None)
+    sp.add_argument("--json", action="store_true")
+
+    for register in _extra_commands():
+        register(add)
+    return p
+
+
+def _extra_commands() -> list[Callable]:
+    """Sub-commands owned by other modules (eval, serve, demo, train)."""
+    out = []
+    for mod in ("hiera.eval.cli", "hiera.serve.cli", "hiera.demo"):
+        try:
+            module = __import__(mod, fromlist=["register"])
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+            continue
+        out.append(module.register)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("HIERA_DEBUG") == "1"
+    try:
+        return args.handler(args)
+    except HieraError as e:
+        if debug:
+            raise
+        print(f"hiera: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hiera: interrupted (work done so far is kept in the cache; rerun to resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

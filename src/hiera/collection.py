@@ -1,0 +1,178 @@
+"""An opened collection: the corpus store plus its live, checked index build.
+
+Everything heavy (BM25 matrices, FAISS indexes, vector matrices, encoders) is
+loaded lazily and memory-mapped where the format allows, so opening a
+collection costs milliseconds and a server pays for what it serves only once.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from hiera.corpus.store import CorpusStore, DocRow
+from hiera.corpus.tree import Passage
+from hiera.encode import Encoder, model_fingerprint, resolve_model_path
+from hiera.errors import IndexMissingError, ManifestMismatchError
+from hiera.index.bm25 import Bm25Config, Bm25Index
+from hiera.index.build import live_build_dir
+from hiera.index.dense import load_faiss, load_matrix
+from hiera.index.manifest import Manifest
+
+
+class Collection:
+    """Read-only view used by retrievers, the CLI and the HTTP API."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        doc_encoder: str | None = None,
+        passage_encoder: str | None = None,
+        mmap: bool = True,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.store = CorpusStore(self.root)
+        build_dir = live_build_dir(self.root)
+        if build_dir is None:
+            raise IndexMissingError(f"{self.root} has no index; run `hiera build {self.root}`")
+        self.build_dir = build_dir
+        self.manifest = Manifest.read(build_dir)
+        self.manifest.check_files(build_dir)
+        if self.manifest.corpus_version != self.store.version:
+            raise ManifestMismatchError(
+                f"the index of {self.root} was built at corpus version {self.manifest.corpus_version} but the corpus "
+                f"is at version {self.store.version} (documents were ingested since); run `hiera build {self.root}`"
+            )
+        self.mmap = mmap
+        self.cache_dir = cache_dir
+        self._requested = {"doc": doc_encoder, "passage": passage_encoder}
+        for level, name in self._requested.items():
+            if name is not None:
+                self.manifest.check_model(level, model_fingerprint(resolve_model_path(name)), name)
+
+    # -- layout ----------------------------------------------------------
+    @cached_property
+    def passage_rows(self) -> np.ndarray:
+        return np.load(self.build_dir / "layout" / "passage_rows.npy", mmap_mode="r" if self.mmap else None)
+
+    @cached_property
+    def doc_rows(self) -> np.ndarray:
+        return np.load(self.build_dir / "layout" / "doc_rows.npy")
+
+    @cached_property
+    def doc_offsets(self) -> np.ndarray:
+        return np.load(self.build_dir / "layout" / "doc_offsets.npy")
+
+    @cached_property
+    def passage_doc(self) -> np.ndarray:
+        """Document position of every passage position (derived, not stored)."""
+        return np.repeat(np.arange(len(self.doc_rows), dtype=np.int32), np.diff(self.doc_offsets))
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.manifest.documents)
+
+    @property
+    def n_passages(self) -> int:
+        return int(self.manifest.passages)
+
+    # -- BM25 -----------------------------------------------------------
+    def _need(self, what: str, present: bool) -> None:
+        if not present:
+            raise IndexMissingError(f"{self.root}: the {what} index was not built; run `hiera build {self.root}`")
+
+    @cached_property
+    def bm25_passages(self) -> Bm25Index:
+        self._need("BM25", self.manifest.bm25 is not None)
+        return Bm25Index.load(self.build_dir / "bm25-passages", Bm25Config.from_dict(self.manifest.bm25), mmap=self.mmap)
+
+    @cached_property
+    def bm25_docs(self) -> Bm25Index:
+        self._need("BM25", self.manifest.bm25 is not None)
+        return Bm25Index.load(self.build_dir / "bm25-docs", Bm25Config.from_dict(self.manifest.bm25), mmap=self.mmap)
+
+    # -- dense ----------------------------------------------------------
+    @property
+    def has_dense(self) -> bool:
+        return bool(self.manifest.models)
+
+    @cached_property
+    def passage_vectors(self) -> np.ndarray:
+        self._need("dense", self.has_dense)
+        return load_matrix(self.build_dir / "dense" / "passages.f16.npy", self.mmap)
+
+    @cached_property
+    def doc_vectors(self) -> np.ndarray:
+        self._need("dense", self.has_dense)
+        return load_matrix(self.build_dir / "dense" / "docs.f16.npy", self.mmap)
+
+    @cached_property
+    def doc_mean_vectors(self) -> np.ndarray:
+        self._need("dense", self.has_dense)
+        return load_matrix(self.build_dir / "dense" / "docs-mean.f16.npy", self.mmap)
+
+    @cached_property
+    def passage_faiss(self):
+        self._need("dense", self.has_dense)
+        return load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
+
+    @cached_property
+    def doc_faiss(self):
+        self._need("dense", self.has_dense)
+        return load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
+
+    def _encoder(self, level: str) -> Encoder:
+        self._need("dense", self.has_dense)
+        info = self.manifest.models[level]
+        name = self._requested[level] or info["path"]
+        enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False)
+        if enc.fingerprint != info["fingerprint"]:
+            raise ManifestMismatchError(
+                f"the model at {enc.path} changed since the {level} index was built "
+                f"(fingerprint {enc.fingerprint[:12]} ≠ {info['fingerprint'][:12]}); rebuild with `hiera build`"
+            )
+        return enc
+
+    @cached_property
+    def passage_encoder(self) -> Encoder:
+        return self._encoder("passage")
+
+    @cached_property
+    def doc_encoder(self) -> Encoder:
+        if self.manifest.models.get("doc", {}).get("fingerprint") == self.manifest.models.get("passage", {}).get(
+            "fingerprint"
+        ):
+            return self.passage_encoder
+        return self._encoder("doc")
+
+    # -- provenance -----------------------------------------------------
+    def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]:
+        rows = [int(self.passage_rows[int(i)]) for i in positions]
+        found = self.store.passages_by_rowid(rows)
+        return [found[r] for r in rows]
+
+    def docs_at(self, positions: np.ndarray | list[int]) -> list[DocRow]:
+        rows = [int(self.doc_rows[int(i)]) for i in positions]
+        found = self.store.docs_by_rowid(rows)
+        return [found[r] for r in rows]
+
+    def doc_position(self, doc_id: str) -> int | None:
+        row = self.store._conn().execute("SELECT rowid FROM documents WHERE id=?", (doc_id,)).fetchone()
+        if row is None:
+            return None
+        pos = np.searchsorted(self.doc_rows, row[0])
+        return int(pos) if pos < len(self.doc_rows) and self.doc_rows[pos] == row[0] else None
+
+    def warmup(self) -> None:
+        """Load what searches need, so the first request is not the slow one."""
+        if self.manifest.bm25 is not None:
+            self.bm25_passages.scores("warm up")
+            self.bm25_docs.scores("warm up")
+        if self.has_dense:
+            _ = (self.passage_vectors, self.doc_vectors, self.passage_faiss, self.doc_faiss, self.passage_doc)
+            self.passage_encoder.encode_query("warm up")
+            self.doc_encoder.encode_query("warm up")

@@ -1,0 +1,1 @@
+"""Indexes: BM25 (bm25s), dense vectors (FAISS + float16 matrix), manifests."""

@@ -1,0 +1,255 @@
+"""Build a collection's indexes into a fresh directory, then swap it in.
+
+Passage order is the same for every index: documents in store row order, each
+document's passages in order. One offset table (``layout/doc_offsets.npy``)
+therefore maps a document to its contiguous block of passage rows in the BM25
+index, the float16 vector matrix and the FAISS passage index alike.
+
+Vectors of passages and documents that the previous build already holds (same
+model fingerprint, same store row id) are copied, not re-encoded; everything
+else goes through the encoder's on-disk cache. That is how ``hiera add``
+appends documents without re-encoding the old ones, and how an interrupted
+build resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hiera.corpus.store import CorpusStore
+from hiera.encode import DEFAULT_MODEL, Encoder
+from hiera.errors import BadInputError, HieraError
+from hiera.index.bm25 import Bm25Config, Bm25Index
+from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
+from hiera.index.manifest import MANIFEST, Manifest
+
+INDEX_LINK = "index"
+BUILDS = "builds"
+DOC_TEXTS = ("summary", "fulltext")
+
+
+@dataclass
+class BuildOptions:
+    """What ``hiera build`` can be told; every field lands in the manifest."""
+
+    bm25: bool = True
+    dense: bool = True
+    doc_encoder: str = DEFAULT_MODEL
+    passage_encoder: str = DEFAULT_MODEL
+    passage_factory: str = "Flat"
+    doc_factory: str = "Flat"
+    bm25_config: Bm25Config = field(default_factory=Bm25Config)
+    bm25_doc_text: str = "fulltext"
+    batch_size: int = 32
+    cache_dir: Path | None = None
+    doc_stage: str = "summary"
+    defaults: dict | None = None
+    progress: bool = True
+
+
+def live_build_dir(root: Path) -> Path | None:
+    link = root / INDEX_LINK
+    if not link.exists():
+        return None
+    return link.resolve()
+
+
+def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[str], None] = print) -> Manifest:
+    """Build every requested index of the collection at ``root`` and swap it in."""
+    opts = options or BuildOptions()
+    root = Path(root)
+    store = CorpusStore(root)
+    if opts.bm25_doc_text not in DOC_TEXTS:
+        raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
+    stats = store.stats()
+    if stats["passages"] == 0:
+        raise BadInputError(f"{root} has no passages to index; ingest documents first")
+
+    previous_dir = live_build_dir(root)
+    previous = _read_previous(previous_dir)
+    builds = root / BUILDS
+    builds.mkdir(exist_ok=True)
+    name = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    partial = builds / (name + ".partial")
+    partial.mkdir()
+    try:
+        manifest = _build_into(partial, store, opts, previous_dir, previous, log)
+        final = builds / name
+        os.replace(partial, final)
+        _swap_link(root, final)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if previous_dir is not None and previous_dir != final and previous_dir.parent == builds:
+        shutil.rmtree(previous_dir, ignore_errors=True)
+    for stale in builds.glob("*.partial"):  # leftovers of killed builds
+        shutil.rmtree(stale, ignore_errors=True)
+    return manifest
+
+
+def _read_previous(previous_dir: Path | None) -> Manifest | None:
+    if previous_dir is None:
+        return None
+    try:
+        return Manifest.read(previous_dir)
+    except HieraError:
+        return None
+
+
+def _swap_link(root: Path, target: Path) -> None:
+    tmp = root / f".{INDEX_LINK}.{os.getpid()}.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(target, root), tmp)
+    os.replace(tmp, root / INDEX_LINK)
+
+
+def _build_into(
+    out: Path,
+    store: CorpusStore,
+    opts: BuildOptions,
+    previous_dir: Path | None,
+    previous: Manifest | None,
+    log: Callable[[str], None],
+) -> Manifest:
+    t0 = time.perf_counter()
+    docs = list(store.iter_docs())
+    doc_rows = np.array([d.rowid for d in docs], dtype=np.int64)
+    doc_pos = {d.id: i for i, d in enumerate(docs)}
+    passage_rows: list[int] = []
+    passage_texts: list[str] = []
+    counts = np.zeros(len(docs), dtype=np.int64)
+    fulltext: list[list[str]] = [[d.title] for d in docs] if opts.bm25_doc_text == "fulltext" else []
+    rules = store.rules
+    sep = rules.title_sep if rules else ", "
+    for rowid, p in store.iter_passages():
+        i = doc_pos[p.doc_id]
+        counts[i] += 1
+        passage_rows.append(rowid)
+        passage_texts.append(p.titled_text(sep))
+        if fulltext:
+            fulltext[i].append(p.text)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    prow = np.array(passage_rows, dtype=np.int64)
+    (out / "layout").mkdir()
+    np.save(out / "layout" / "passage_rows.npy", prow)
+    np.save(out / "layout" / "doc_rows.npy", doc_rows)
+    np.save(out / "layout" / "doc_offsets.npy", offsets)
+    log(f"layout: {len(docs)} documents, {len(prow)} passages ({time.perf_counter() - t0:.1f}s)")
+
+    manifest = Manifest(
+        corpus_version=store.version,
+        documents=len(docs),
+        passages=len(prow),
+        passage_rules=(rules.to_dict() if rules else {}),
+        defaults=dict((previous.defaults if previous else None) or {"lambda": 1.0, "k1": 100}),
+    )
+    if opts.defaults:
+        manifest.defaults.update(opts.defaults)
+    manifest.doc_stage = {"name": opts.doc_stage}
+
+    if opts.bm25:
+        t = time.perf_counter()
+        Bm25Index.build(passage_texts, opts.bm25_config).save(out / "bm25-passages")
+        doc_texts = ["\n".join(f) for f in fulltext] if fulltext else [d.summary for d in docs]
+        Bm25Index.build(doc_texts, opts.bm25_config).save(out / "bm25-docs")
+        manifest.bm25 = {**opts.bm25_config.to_dict(), "doc_text": opts.bm25_doc_text}
+        log(f"bm25: passages and documents ({opts.bm25_doc_text}) in {time.perf_counter() - t:.1f}s")
+    del fulltext
+
+    if opts.dense:
+        t = time.perf_counter()
+        (out / "dense").mkdir()
+        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir)
+        same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
+        d_enc = p_enc if same else Encoder(opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir)
+        pvecs = _vectors(
+            p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"
+        )
+        save_matrix(out / "dense" / "passages.f16.npy", pvecs)
+        save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow), out / "dense" / "passages.faiss")
+        del passage_texts
+        dvecs = _vectors(
+            d_enc, [d.summary for d in docs], doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
+        )
+        save_matrix(out / "dense" / "docs.f16.npy", dvecs)
+        save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows), out / "dense" / "docs.faiss")
+        # Passage-aggregate document vectors (issue 7): the normalized mean of a
+        # document's passage vectors, free once passages are encoded.
+        save_matrix(out / "dense" / "docs-mean.f16.npy", _mean_vectors(pvecs, offsets))
+        manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
+        manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
+        log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
+    manifest.write(out)
+    return manifest
+
+
+def _mean_vectors(pvecs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Normalized per-document sum of passage vectors (zero for a document without passages)."""
+    counts = np.diff(offsets)
+    # reduceat sums each [start, next start) block; an empty block yields the
+    # row at its start instead of zero, so those are zeroed afterwards.
+    starts = offsets[:-1].clip(max=len(pvecs) - 1)
+    sums = np.add.reduceat(pvecs.astype(np.float32), starts, axis=0)
+    sums[counts == 0] = 0.0
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (sums / norms).astype(np.float32)
+
+
+def _vectors(
+    enc: Encoder,
+    texts: list[str],
+    rows: np.ndarray,
+    previous_dir: Path | None,
+    previous: Manifest | None,
+    level: str,
+    progress: bool,
+    desc: str,
+) -> np.ndarray:
+    """Vectors for ``texts``: copied from the previous build where possible."""
+    out = np.zeros((len(texts), enc.dim), dtype=np.float32)
+    todo = np.ones(len(texts), dtype=bool)
+    if previous_dir is not None and previous is not None and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint:
+        old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
+        old_vecs = np.load(previous_dir / "dense" / f"{level}s.f16.npy", mmap_mode="r")
+        where = {int(r): i for i, r in enumerate(old_rows)}
+        hit = np.array([where.get(int(r), -1) for r in rows], dtype=np.int64)
+        found = hit >= 0
+        if found.any():
+            out[found] = old_vecs[hit[found]].astype(np.float32)
+            todo &= ~found
+    idx = np.flatnonzero(todo)
+    if len(idx):
+        out[idx] = enc.encode_document([texts[i] for i in idx], progress=progress, desc=desc)
+    return out
+
+
+def _faiss_for(
+    vecs: np.ndarray, factory: str, previous_dir: Path | None, previous: Manifest | None, level: str, rows: np.ndarray
+):
+    """Append to the previous FAISS index when the old rows are a prefix of the new."""
+    if previous_dir is not None and previous is not None and previous.faiss.get(level) == factory:
+        old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
+        n = len(old_rows)
+        if n <= len(rows) and np.array_equal(old_rows, rows[:n]):
+            index = load_faiss(previous_dir / "dense" / f"{level}s.faiss", mmap=False)
+            if index.ntotal == n:
+                if len(rows) > n:
+                    index.add(np.ascontiguousarray(vecs[n:], dtype=np.float32))
+                return index
+    return build_faiss(vecs, factory)
+
+
+def manifest_path(root: Path) -> Path:
+    d = live_build_dir(root)
+    if d is None:
+        raise HieraError(f"{root} has no index; run `hiera build {root}`")
+    return d / MANIFEST

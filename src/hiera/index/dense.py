@@ -1,0 +1,117 @@
+"""Dense vectors: a float16 memory-mapped matrix plus a FAISS index over it.
+
+Every index uses ``METRIC_INNER_PRODUCT`` on L2-normalized vectors, so every
+score is a cosine and higher is better, whatever the factory string (Flat,
+HNSW32, IVF…,PQ…). The original DHR code added L2 distances to similarities;
+we never see a distance.
+
+The float16 matrix (not FAISS) is what DHR's passage stage reads: it gathers
+the candidate documents' passage rows through the offset table and scores them
+with one matrix product.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from hiera.errors import BadInputError
+
+
+def faiss_module():
+    """Import FAISS with the settings measured to be right on small CPUs."""
+    import faiss
+
+    # Batched searches skip BLAS below this many (query × vector) products:
+    # without lowering it a flat batch of 100 runs ~10x slower.
+    faiss.cvar.distance_compute_blas_threshold = 20
+    return faiss
+
+
+def set_threads(n: int | None) -> None:
+    if n:
+        faiss_module().omp_set_num_threads(n)
+
+
+_FACTORY_OK = re.compile(r"^[A-Za-z0-9_,.]+$")
+
+
+def build_faiss(vectors: np.ndarray, factory: str = "Flat", seed: int = 0):
+    """A FAISS inner-product index over ``vectors`` (float32, normalized)."""
+    faiss = faiss_module()
+    if not _FACTORY_OK.match(factory):
+        raise BadInputError(f"invalid FAISS factory string {factory!r}")
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    d = vecs.shape[1]
+    try:
+        index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise BadInputError(f"FAISS cannot build {factory!r}: {str(e).splitlines()[0]}") from None
+    if not index.is_trained:
+        if vecs.shape[0] == 0:
+            raise BadInputError(f"{factory!r} needs training vectors and the collection is empty")
+        rng = np.random.default_rng(seed)
+        sample = vecs[rng.choice(vecs.shape[0], size=min(vecs.shape[0], 200_000), replace=False)]
+        index.train(sample)
+    if vecs.shape[0]:
+        index.add(vecs)
+    set_search_params(index)
+    return index
+
+
+def set_search_params(index, ef_search: int = 128, nprobe: int = 32) -> None:
+    """Sensible search-time knobs (HNSW efSearch, IVF nprobe) after load/build."""
+    faiss = faiss_module()
+    try:
+        hnsw = faiss.downcast_index(index).hnsw
+        hnsw.efSearch = max(hnsw.efSearch, ef_search)
+    except AttributeError:
+        pass
+    try:
+        ivf = faiss.extract_index_ivf(index)
+        ivf.nprobe = min(nprobe, ivf.nlist)
+    except (RuntimeError, AttributeError):
+        pass
+
+
+def save_faiss(index, path: Path) -> None:
+    faiss = faiss_module()
+    tmp = path.with_name(path.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, path)
+
+
+def load_faiss(path: Path, mmap: bool = True):
+    """Flat and HNSW indexes memory-map only with ``IO_FLAG_MMAP_IFC``."""
+    faiss = faiss_module()
+    flags = faiss.IO_FLAG_MMAP_IFC if mmap else 0
+    try:
+        index = faiss.read_index(str(path), flags)
+    except RuntimeError:
+        index = faiss.read_index(str(path))
+    set_search_params(index)
+    return index
+
+
+def faiss_search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions, scores)`` arrays of shape (n_queries, k); -1 marks no result."""
+    q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+    k = max(1, min(k, index.ntotal))
+    scores, ids = index.search(q, k)
+    return ids, scores
+
+
+def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16) -> None:
+    tmp = path.with_name(path.name + ".tmp.npy")
+    arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=vectors.shape)
+    arr[:] = vectors
+    arr.flush()
+    del arr
+    os.replace(tmp, path)
+
+
+def load_matrix(path: Path, mmap: bool = True) -> np.ndarray:
+    return np.load(path, mmap_mode="r" if mmap else None)

@@ -1,0 +1,120 @@
+"""The index manifest: what an index was built from, so a mismatch is refused.
+
+A collection directory looks like::
+
+    DIR/corpus.sqlite          the corpus store
+    DIR/index -> builds/<id>   symlink to the live index build (swapped atomically)
+    DIR/builds/<id>/manifest.json, layout/, bm25-passages/, bm25-docs/, dense/
+
+A build is written into a fresh ``builds/<id>`` directory, its manifest last;
+only then is the ``index`` symlink replaced (``os.replace`` is atomic), so an
+interrupted build never leaves a half-written index in place of a good one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hiera import __version__
+from hiera.errors import IndexMissingError, ManifestMismatchError
+
+MANIFEST = "manifest.json"
+FORMAT = "hiera-index/1"
+
+
+def library_versions() -> dict[str, str]:
+    out = {"hiera": __version__, "python": platform.python_version()}
+    for pkg in ("numpy", "faiss-cpu", "bm25s", "torch", "sentence-transformers", "transformers"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+@dataclass
+class Manifest:
+    """Everything needed to check that an index matches its corpus and models."""
+
+    corpus_version: int
+    documents: int
+    passages: int
+    passage_rules: dict[str, Any]
+    bm25: dict[str, Any] | None = None
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    faiss: dict[str, str] = field(default_factory=dict)
+    doc_stage: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=lambda: {"lambda": 1.0, "k1": 100})
+    files: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=library_versions)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    format: str = FORMAT
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def write(self, build_dir: Path) -> None:
+        """Record file sizes, then write the manifest atomically (it goes last)."""
+        self.files = {
+            str(p.relative_to(build_dir)): p.stat().st_size
+            for p in sorted(build_dir.rglob("*"))
+            if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
+        }
+        write_json_atomic(build_dir / MANIFEST, self.to_dict())
+
+    @classmethod
+    def read(cls, build_dir: Path) -> Manifest:
+        path = build_dir / MANIFEST
+        if not path.exists():
+            raise IndexMissingError(f"{build_dir} has no {MANIFEST}: the index is missing or half-built; run `hiera build`")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise IndexMissingError(f"{path} is unreadable ({e}); rebuild with `hiera build`") from None
+        if data.get("format") != FORMAT:
+            raise ManifestMismatchError(f"{path}: index format {data.get('format')!r}, this hiera reads {FORMAT!r}")
+        return cls.from_dict(data)
+
+    def check_files(self, build_dir: Path) -> None:
+        """Refuse an index whose files are missing or were changed after the build."""
+        missing = [f for f in self.files if not (build_dir / f).exists()]
+        if missing:
+            raise IndexMissingError(
+                f"index at {build_dir} is incomplete: missing {', '.join(missing[:5])}; rebuild with `hiera build`"
+            )
+        changed = [f for f, size in self.files.items() if (build_dir / f).stat().st_size != size]
+        if changed:
+            raise ManifestMismatchError(
+                f"index files changed since the build ({', '.join(changed[:5])}); rebuild with `hiera build`"
+            )
+
+    def check_model(self, level: str, fingerprint: str, name: str) -> None:
+        built = self.models.get(level)
+        if built is None:
+            raise IndexMissingError(f"the index has no dense {level} vectors; run `hiera build` with dense indexes")
+        if built["fingerprint"] != fingerprint:
+            raise ManifestMismatchError(
+                f"the {level} index was built with model {built['name']} (fingerprint {built['fingerprint'][:12]}), "
+                f"not {name} (fingerprint {fingerprint[:12]}); rebuild with `hiera build` or use the same model"
+            )
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

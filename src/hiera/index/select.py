@@ -1,0 +1,38 @@
+"""Top-k selection and range gathering: the numpy core every retriever shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def topk(scores: np.ndarray, k: int, positive_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and values of the ``k`` largest scores, best first, ties by position."""
+    n = scores.shape[0]
+    k = min(k, n)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(n)
+    order = np.lexsort((part, -scores[part]))
+    idx = part[order]
+    vals = scores[idx]
+    if positive_only:
+        keep = vals > 0
+        idx, vals = idx[keep], vals[keep]
+    return idx.astype(np.int64), vals.astype(np.float32)
+
+
+def concat_ranges(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray) -> np.ndarray:
+    """``np.concatenate([arange(s, e) ...])`` without a Python loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    lens = ends - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(total, dtype=np.int64) + offs

@@ -1,0 +1,176 @@
+"""Shared machinery for retrievers: validation, parameters, hit building.
+
+A concrete retriever implements ``_search(query, k, level, params, trace, ctx)``
+returning hits; ``_prepare(queries)`` may compute per-query context in one
+batch (query vectors), which is how ``batch_search`` saves encoder calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hiera.collection import Collection
+from hiera.errors import BadInputError
+from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k, check_query
+
+# name -> (type, validator message or None)
+ParamSpec = dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool], str]]
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and v > 0
+
+
+def _non_negative(v: Any) -> bool:
+    return v >= 0
+
+
+class BaseRetriever:
+    """Validation and result assembly common to every method."""
+
+    name = "base"
+    levels: tuple[Level, ...] = ("passage", "doc")
+    default_level: Level = "passage"
+    param_spec: ParamSpec = {}
+
+    def __init__(self, collection: Collection, **defaults: Any) -> None:
+        self.col = collection
+        self.defaults = self._check_params(self.base_defaults() | defaults)
+
+    def base_defaults(self) -> dict[str, Any]:
+        return {}
+
+    def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in params.items():
+            if key not in self.param_spec:
+                known = ", ".join(sorted(self.param_spec)) or "none"
+                raise BadInputError(f"retriever {self.name!r} has no parameter {key!r} (known: {known})")
+            conv, ok, msg = self.param_spec[key]
+            try:
+                value = conv(value)
+            except (TypeError, ValueError):
+                raise BadInputError(f"{self.name}: parameter {key}={value!r} {msg}") from None
+            if not ok(value):
+                raise BadInputError(f"{self.name}: parameter {key}={value!r} {msg}")
+            out[key] = value
+        return out
+
+    def _level(self, level: Level | None) -> Level:
+        level = level or self.default_level
+        if level not in self.levels:
+            raise BadInputError(f"retriever {self.name!r} returns levels {self.levels}, not {level!r}")
+        return level
+
+    def search(self, query: str, k: int = 10, level: Level | None = None, **params: Any) -> Results:
+        return self.batch_search([query], k, level, **params)[0]
+
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, level: Level | None = None, **params: Any
+    ) -> list[Results]:
+        qs = [check_query(q) for q in queries]
+        k = check_k(k)
+        lvl = self._level(level)
+        p = {**self.defaults, **self._check_params({k_: v for k_, v in params.items() if v is not None})}
+        contexts = self._prepare(qs, p)
+        out = []
+        for q, ctx in zip(qs, contexts, strict=True):
+            trace: list[TraceStep] = []
+            if ctx.get("encode_ms"):
+                trace.append(TraceStep("encode-query", {"batched": len(qs)}, ctx["encode_ms"]))
+            hits = self._search(q, k, lvl, p, trace, ctx)
+            out.append(Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace))
+        return out
+
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{} for _ in queries]
+
+    def _search(
+        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
+    ) -> list[Hit]:
+        raise NotImplementedError
+
+    # -- hit assembly ---------------------------------------------------
+    def passage_hits(
+        self,
+        positions: np.ndarray,
+        scores: np.ndarray,
+        stages: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> list[Hit]:
+        """Hits for passage positions; ``stages[name] = (scores, ranks)`` aligned with positions."""
+        passages = self.col.passages_at(positions)
+        hits = []
+        for i, (p, s) in enumerate(zip(passages, scores, strict=True)):
+            st = {name: StageScore(float(v[0][i]), int(v[1][i])) for name, v in (stages or {}).items()}
+            hits.append(
+                Hit(
+                    rank=i + 1,
+                    score=float(s),
+                    doc_id=p.doc_id,
+                    title=p.doc_title,
+                    passage_id=p.id,
+                    section_path=p.section_path,
+                    text=p.text,
+                    stages=st,
+                )
+            )
+        return hits
+
+    def doc_hits(
+        self,
+        doc_positions: np.ndarray,
+        scores: np.ndarray,
+        stages: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+        best_passages: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """Document-level hits; ``best_passages`` (passage positions or -1) adds evidence."""
+        docs = self.col.docs_at(doc_positions)
+        evidence = {}
+        if best_passages is not None:
+            valid = [int(b) for b in best_passages if b >= 0]
+            evidence = {int(b): p for b, p in zip(valid, self.col.passages_at(valid), strict=True)}
+        hits = []
+        for i, (d, s) in enumerate(zip(docs, scores, strict=True)):
+            st = {name: StageScore(float(v[0][i]), int(v[1][i])) for name, v in (stages or {}).items()}
+            hit = Hit(rank=i + 1, score=float(s), doc_id=d.id, title=d.title, stages=st)
+            if best_passages is not None and best_passages[i] >= 0:
+                p = evidence[int(best_passages[i])]
+                hit.passage_id, hit.section_path, hit.text = p.id, p.section_path, p.text
+                hit.evidence = [p.id]
+            else:
+                hit.text = d.summary
+            hits.append(hit)
+        return hits
+
+
+def ranks_of(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each score within its array (descending, stable)."""
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def docs_from_passages(
+    passage_doc: np.ndarray, positions: np.ndarray, scores: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max-passage document ranking from a passage ranking (best first).
+
+    Returns (doc positions, doc scores, best passage position per doc).
+    """
+    seen: dict[int, int] = {}
+    docs, dscores, best = [], [], []
+    for pos, s in zip(positions, scores, strict=True):
+        d = int(passage_doc[int(pos)])
+        if d in seen:
+            continue
+        seen[d] = 1
+        docs.append(d)
+        dscores.append(float(s))
+        best.append(int(pos))
+        if len(docs) == k:
+            break
+    return np.array(docs, dtype=np.int64), np.array(dscores, dtype=np.float32), np.array(best, dtype=np.int64)

@@ -1,0 +1,42 @@
+"""BM25 retrievers: ``bm25`` over titled passages, ``bm25-doc`` over documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hiera.retrieve.base import BaseRetriever, _positive_int, docs_from_passages, ranks_of
+from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+
+
+class Bm25Retriever(BaseRetriever):
+    """Flat BM25 over passages (passage title included); doc level = best passage."""
+
+    name = "bm25"
+    param_spec = {"depth": (int, _positive_int, "must be a positive integer")}
+
+    def base_defaults(self) -> dict[str, Any]:
+        return {"depth": 1000}
+
+    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+        depth = k if level == "passage" else max(k, params["depth"])
+        with timed(trace, "bm25-passages", depth=depth) as step:
+            pos, sc = self.col.bm25_passages.search(query, depth)
+            step.detail["found"] = len(pos)
+        if level == "passage":
+            return self.passage_hits(pos, sc, {"bm25": (sc, ranks_of(sc))})
+        docs, dsc, best = docs_from_passages(self.col.passage_doc, pos, sc, k)
+        return self.doc_hits(docs, dsc, {"bm25": (dsc, ranks_of(dsc))}, best)
+
+
+class Bm25DocRetriever(BaseRetriever):
+    """BM25 over whole documents (full text or summary, as built): document level only."""
+
+    name = "bm25-doc"
+    levels = ("doc",)
+    default_level = "doc"
+
+    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+        with timed(trace, "bm25-docs", k=k) as step:
+            pos, sc = self.col.bm25_docs.search(query, k)
+            step.detail["found"] = len(pos)
+        return self.doc_hits(pos, sc, {"doc": (sc, ranks_of(sc))})

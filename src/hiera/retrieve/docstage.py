@@ -1,0 +1,129 @@
+"""Document-stage scorers for hierarchical retrieval.
+
+DHR's first stage picks the top-k1 documents; everything after it can only
+re-order their passages, so this stage bounds the whole method. Scorers:
+
+``summary``
+    the paper: the document encoder over title + lead + table of contents,
+    searched in the FAISS document index. Score: cosine.
+``mean``
+    passage-aggregate vector: the normalized mean of a document's passage
+    vectors, in the passage encoder's space. Score: cosine.
+``bm25``
+    BM25 over whole documents (or summaries, as built). Score divided by the
+    query's best document score, so it lies in (0, 1].
+``passage-max`` / ``bm25-passage-max``
+    a document scores as its best passage (dense / BM25): the multi-vector
+    limit of aggregate documents. Dense: cosine; BM25: divided by the best.
+``fused``
+    reciprocal-rank fusion (k = 60) of several of the above, divided by the
+    best fused score so the top document scores 1 and λ keeps one scale.
+
+All scores are "higher is better" and, after the stated normalization, lie
+in [-1, 1], so ``passage score + λ · document score`` stays meaningful.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hiera.collection import Collection
+from hiera.errors import BadInputError
+from hiera.index.dense import faiss_search
+from hiera.index.select import topk
+from hiera.retrieve.base import docs_from_passages
+
+DOC_STAGES = ("summary", "mean", "bm25", "passage-max", "bm25-passage-max", "fused")
+DEFAULT_FUSED = ("summary", "mean", "bm25", "bm25-passage-max")
+RRF_K = 60
+PASSAGE_DEPTH = 1000
+
+
+def check_doc_stage(name: str) -> str:
+    if name not in DOC_STAGES:
+        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGES)}")
+    return name
+
+
+def needs_vectors(name: str, components: tuple[str, ...] = DEFAULT_FUSED) -> set[str]:
+    """Which query vectors (``qd`` doc encoder, ``qp`` passage encoder) a stage uses."""
+    parts = components if name == "fused" else (name,)
+    out = set()
+    for p in parts:
+        if p == "summary":
+            out.add("qd")
+        elif p in ("mean", "passage-max"):
+            out.add("qp")
+    return out
+
+
+def _full(matrix: np.ndarray, q: np.ndarray, chunk: int = 262_144) -> np.ndarray:
+    """``matrix @ q`` for a float16 (memory-mapped) matrix, in float32 chunks."""
+    scores = np.empty(matrix.shape[0], dtype=np.float32)
+    for s in range(0, matrix.shape[0], chunk):
+        scores[s : s + chunk] = matrix[s : s + chunk].astype(np.float32) @ q
+    return scores
+
+
+def score_docs(
+    col: Collection,
+    name: str,
+    query: str,
+    ctx: dict[str, Any],
+    k1: int,
+    components: tuple[str, ...] = DEFAULT_FUSED,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k1`` (document positions, normalized scores), best first."""
+    k1 = min(k1, col.n_docs)
+    if name == "summary":
+        ids, sc = faiss_search(col.doc_faiss, ctx["qd"], k1)
+        keep = ids[0] >= 0
+        return ids[0][keep].astype(np.int64), sc[0][keep]
+    if name == "mean":
+        return topk(_full(col.doc_mean_vectors, ctx["qp"]), k1)
+    if name == "bm25":
+        pos, sc = col.bm25_docs.search(query, k1)
+        return pos, (sc / sc[0] if len(sc) else sc)
+    if name == "passage-max":
+        ids, sc = faiss_search(col.passage_faiss, ctx["qp"], max(PASSAGE_DEPTH, 4 * k1))
+        keep = ids[0] >= 0
+        docs, dsc, _ = docs_from_passages(col.passage_doc, ids[0][keep], sc[0][keep], k1)
+        return docs, dsc
+    if name == "bm25-passage-max":
+        pos, sc = col.bm25_passages.search(query, max(PASSAGE_DEPTH, 4 * k1))
+        docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k1)
+        return docs, (dsc / dsc[0] if len(dsc) else dsc)
+    if name == "fused":
+        depth = max(k1, 100)
+        fused: dict[int, float] = {}
+        for comp in components:
+            if comp == "fused":
+                raise BadInputError("a fused document stage cannot contain itself")
+            pos, _ = score_docs(col, check_doc_stage(comp), query, ctx, depth)
+            for r, d in enumerate(pos):
+                fused[int(d)] = fused.get(int(d), 0.0) + 1.0 / (RRF_K + r + 1)
+        if not fused:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        docs = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+        vals = np.fromiter(fused.values(), dtype=np.float32, count=len(fused))
+        idx, sc = topk(vals, k1)
+        return docs[idx], sc / sc[0]
+    raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGES)}")
+
+
+def score_all_docs(col: Collection, name: str, query: str, ctx: dict[str, Any]) -> np.ndarray:
+    """Normalized score of every document (0 where a stage has no score)."""
+    if name == "summary":
+        return _full(col.doc_vectors, ctx["qd"])
+    if name == "mean":
+        return _full(col.doc_mean_vectors, ctx["qp"])
+    if name == "bm25":
+        s = col.bm25_docs.scores(query)
+        m = float(s.max()) if len(s) else 0.0
+        return s / m if m > 0 else s
+    out = np.zeros(col.n_docs, dtype=np.float32)
+    pos, sc = score_docs(col, name, query, ctx, col.n_docs)
+    out[pos] = sc
+    return out
