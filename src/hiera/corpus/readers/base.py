@@ -11,6 +11,8 @@ returns (``--skip-bad``), in which case the reader goes on with the next record.
 from __future__ import annotations
 
 import codecs
+import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +66,10 @@ def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 buf += decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as e:
+                # The bad byte sits in this chunk; count the newlines before it.
+                before = bytes(e.object[: e.start]).count(b"\n")
                 raise BadInputError(
-                    f"{path}: line {lineno + buf.count(chr(10)) + 1}: not valid UTF-8 ({e.reason})"
+                    f"{path}: line {lineno + buf.count(chr(10)) + before + 1}: not valid UTF-8 ({e.reason})"
                 ) from None
             *lines, buf = buf.split("\n")
             for line in lines:
@@ -84,3 +88,56 @@ def read_utf8(path: Path) -> str:
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise BadInputError(f"{path}: not valid UTF-8 at byte {e.start}") from None
+
+
+# --- small text helpers shared by several readers (additive) -----------------
+
+_BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
+_SLUG_JUNK = re.compile(r"[\W_]+")
+
+
+def normalize_ws(text: str) -> str:
+    """Collapse all whitespace runs to one space: passages are split on whitespace anyway."""
+    return " ".join(text.split())
+
+
+def blank_line_paragraphs(text: str) -> list[str]:
+    """Blank-line-separated blocks, whitespace-normalized, empty blocks dropped.
+
+    Single newlines inside a block are soft wraps (JSON exports, markdown), so
+    they do not start a new paragraph.
+    """
+    return [p for p in (normalize_ws(b) for b in _BLANK_LINES.split(text)) if p]
+
+
+def slugify(text: str) -> str:
+    """A readable, URL-safe id for sources that have titles but no ids.
+
+    Accents are folded to ASCII so that "Dürenstein" gives "durenstein"; a
+    title with no Latin letters at all keeps its Unicode word characters
+    rather than collapsing to an empty id.
+    """
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    slug = _SLUG_JUNK.sub("-", folded.lower()).strip("-")
+    if not slug:
+        slug = _SLUG_JUNK.sub("-", text.lower()).strip("-")
+    return slug or "untitled"
+
+
+class UniqueIds:
+    """Hand out ids unique within one read: a repeated base gets ``-2``, ``-3``...
+
+    Remembers every id handed out (a few dozen bytes each), which is the one
+    thing a title-keyed source cannot avoid keeping.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, base: str) -> str:
+        candidate, n = base, 1
+        while candidate in self._seen:
+            n += 1
+            candidate = f"{base}-{n}"
+        self._seen.add(candidate)
+        return candidate

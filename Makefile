@@ -1,0 +1,36 @@
+# Two entry points on a fresh machine (see README): `make demo` and `make test`.
+# Each creates .venv itself. torch is pinned to the local CPU build (2.13.0).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.hiera-installed
+
+.PHONY: demo test test-all lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[data,test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/hiera demo
+
+# The browser test needs Debian's chromium; install it when we can (root), else it is skipped.
+test: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) || \
+		echo "note: chromium not installed; the browser test will be skipped"
+	$(BIN)/ruff check src tests bench
+	$(BIN)/pytest -q
+
+# Slow, real-data tests too (minutes).
+test-all: $(STAMP)
+	HIERA_SLOW=1 $(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,55 @@
+"""Helpers shared by the benchmark scripts: paths, tables, JSON output."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out"
+WORK = REPO / "bench" / "work"
+
+
+def data_dir() -> Path:
+    """``$HIERA_DATA_DIR`` or ``../shared/data`` beside the repository."""
+    return Path(os.environ.get("HIERA_DATA_DIR", REPO.parent / "shared" / "data"))
+
+
+def gensim_dump() -> Path:
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the gensim package is needed for the Wikipedia dump excerpt (pip install gensim)")
+    root = Path(spec.submodule_search_locations[0])
+    return root / "test" / "test_data" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """A GitHub-markdown table (what the notes quote)."""
+    if not rows:
+        return "(no rows)"
+    cols = columns or list(rows[0])
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_json(name: str, payload: dict[str, Any]) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "when": time.strftime("%Y-%m-%d %H:%M:%S")},
+        **payload,
+    }
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2))
+    return path

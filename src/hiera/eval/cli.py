@@ -1,0 +1,96 @@
+"""``hiera eval`` and ``hiera tune``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hiera.errors import BadInputError
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise BadInputError(f"--k must be a comma-separated list of integers, got {text!r}") from None
+    if not ks or ks[0] <= 0:
+        raise BadInputError("--k values must be positive")
+    return ks
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from hiera.collection import Collection
+    from hiera.eval.questions import load_questions
+    from hiera.eval.run import evaluate, markdown_table, plot_topk, write_trec
+    from hiera.retrieve import RETRIEVERS
+
+    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in RETRIEVERS]
+    if unknown or not names:
+        raise BadInputError(f"unknown retriever(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(RETRIEVERS)}")
+    ks = _ks(args.k)
+    questions = load_questions(args.questions, args.format, limit=args.limit)
+    col = Collection(args.index)
+    runs = evaluate(col, questions, names, ks, progress=not args.quiet, log=_log if not args.quiet else (lambda m: None))
+    result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text(markdown_table(runs) + "\n", encoding="utf-8")
+        (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        write_trec(runs, questions, out)
+        plot_topk(runs, out, max(ks))
+        _log(f"wrote {out}/results.md, results.json, *.trec, topk.png")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(markdown_table(runs))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from hiera.collection import Collection
+    from hiera.eval.questions import load_questions
+    from hiera.eval.tune import save_defaults, tune_dhr
+
+    if args.retriever != "dhr":
+        raise BadInputError("only the dhr retriever has λ and k1 to tune")
+    questions = load_questions(args.questions, args.format, limit=args.limit)
+    col = Collection(args.index)
+    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=args.doc_stage, progress=not args.quiet, log=_log)
+    if not args.dry_run:
+        save_defaults(Path(args.index), res.lam, res.k1)
+    print(json.dumps({"lambda": res.lam, "k1": res.k1, "top20": res.top20, "top1": res.top1, "saved": not args.dry_run}))
+    return 0
+
+
+def register(add: Any) -> None:
+    from hiera.eval.questions import QUESTION_FORMATS
+
+    fmts = ", ".join(sorted(QUESTION_FORMATS))
+    sp = add("eval", cmd_eval, "evaluate retrievers on a question set")
+    sp.add_argument("index")
+    sp.add_argument("--questions", required=True)
+    sp.add_argument("--format", required=True, help=f"question format: {fmts}")
+    sp.add_argument("--retrievers", default="bm25,dense,dhr")
+    sp.add_argument("--k", default="1,5,20,100")
+    sp.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--out", default=None, help="also write results.md, TREC runs and topk.png here")
+
+    sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-20 and save them as defaults")
+    sp.add_argument("index")
+    sp.add_argument("--questions", required=True)
+    sp.add_argument("--format", required=True, help=f"question format: {fmts}")
+    sp.add_argument("--retriever", default="dhr")
+    sp.add_argument("--k1", default="10,20,50,100", help="k1 values to try")
+    sp.add_argument("--doc-stage", default=None)
+    sp.add_argument("--limit", type=int, default=None)
+    sp.add_argument("--dry-run", action="store_true", help="print the best values without saving")

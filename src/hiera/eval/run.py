@@ -1,0 +1,194 @@
+"""Run retrievers over a question set and compute the standard metrics.
+
+Quality metrics come from ``batch_search`` (queries encoded in batches, which
+is how a benchmark should spend its CPU). Latency is measured separately, as
+single-query ``search`` calls on the first ``latency_sample`` questions:
+that is what a user of ``hiera search`` or the API waits for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from hiera.eval.match import hit_list
+from hiera.eval.metrics import distinct, doc_topk, latency_percentiles, ranking_metrics, topk_accuracy
+from hiera.eval.questions import Question
+from hiera.retrieve import get_retriever
+from hiera.retrieve.protocol import Results
+
+
+@dataclass
+class RetrieverRun:
+    """Everything measured for one retriever: metrics, runs and first-hit ranks."""
+
+    name: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    passage_runs: list[Results] = field(default_factory=list)
+    doc_runs: list[Results] = field(default_factory=list)
+    first_hit: list[int | None] = field(default_factory=list)  # 0-based rank of first answer passage
+    stage_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _batches(seq: Sequence[Any], n: int) -> list[Sequence[Any]]:
+    return [seq[i : i + n] for i in range(0, len(seq), n)]
+
+
+def evaluate_retriever(
+    col: Any,
+    name: str,
+    questions: Sequence[Question],
+    ks: Sequence[int] = (1, 5, 20, 100),
+    params: dict[str, Any] | None = None,
+    batch_size: int = 64,
+    latency_sample: int = 200,
+    progress: bool = True,
+    retriever: Any = None,
+) -> RetrieverRun:
+    """Metrics of one retriever on ``questions`` (see module docstring)."""
+    r = retriever or get_retriever(name, col, **(params or {}))
+    kmax = max(ks)
+    run = RetrieverRun(name=name)
+    texts = [q.text for q in questions]
+    has_answers = any(q.answers for q in questions)
+    has_docs = any(q.gold_docs for q in questions)
+    has_qrels = any(q.qrels for q in questions)
+    bar = tqdm(total=len(texts), desc=f"eval {name}", unit="q", disable=not progress, leave=False)
+    for chunk in _batches(texts, batch_size):
+        if "passage" in r.levels and has_answers:
+            run.passage_runs.extend(r.batch_search(chunk, k=kmax, level="passage"))
+        if "doc" in r.levels and (has_docs or has_qrels):
+            run.doc_runs.extend(r.batch_search(chunk, k=kmax, level="doc"))
+        bar.update(len(chunk))
+    bar.close()
+
+    m: dict[str, float] = {}
+    if run.passage_runs:
+        hits = [hit_list(res.hits, q.answers, q.answer_mode) for res, q in zip(run.passage_runs, questions, strict=True)]
+        run.first_hit = [next((i for i, h in enumerate(hl) if h), None) for hl in hits]
+        m.update(topk_accuracy(hits, ks))
+        gold_p = [q.gold_passages for q in questions]
+        if any(gold_p):
+            ranked = [[h.passage_id or "" for h in res.hits] for res in run.passage_runs]
+            m.update({f"gold_passage_top{k}": v for k, v in _gold_topk(ranked, gold_p, ks).items()})
+    if run.doc_runs and has_docs:
+        ranked_docs = [[h.doc_id for h in res.hits] for res in run.doc_runs]
+        gold = [q.gold_docs for q in questions]
+        m.update(doc_topk(ranked_docs, gold, ks))
+        multi = [i for i, g in enumerate(gold) if len(g) > 1]
+        if multi:
+            m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:10]) for i in multi) / len(multi)
+    if run.doc_runs and has_qrels:
+        run_dict = {q.id: {h.doc_id: h.score for h in res.hits} for res, q in zip(run.doc_runs, questions, strict=True)}
+        qrels = {q.id: q.qrels for q in questions if q.qrels}
+        m.update(ranking_metrics(run_dict, qrels, ks))
+
+    # Per-stage time from the traces (batched), and single-query latency.
+    traces = run.passage_runs or run.doc_runs
+    if traces:
+        sums: dict[str, float] = {}
+        for res in traces:
+            for step in res.trace:
+                sums[step.name] = sums.get(step.name, 0.0) + step.ms
+        run.stage_ms = {k: v / len(traces) for k, v in sums.items()}
+    level = "passage" if "passage" in r.levels and has_answers else "doc"
+    lat = []
+    for q in texts[:latency_sample]:
+        t = time.perf_counter()
+        r.search(q, k=kmax, level=level)
+        lat.append((time.perf_counter() - t) * 1000)
+    if lat:
+        m.update(latency_percentiles(lat))
+    run.metrics = m
+    return run
+
+
+def _gold_topk(ranked: list[list[str]], gold: list[set[str]], ks: Sequence[int]) -> dict[str, float]:
+    with_gold = [(r, g) for r, g in zip(ranked, gold, strict=True) if g]
+    out = {}
+    for k in ks:
+        out[k] = sum(1 for r, g in with_gold if g & set(r[:k])) / len(with_gold)
+    return out
+
+
+def evaluate(
+    col: Any,
+    questions: Sequence[Question],
+    retrievers: Sequence[str],
+    ks: Sequence[int] = (1, 5, 20, 100),
+    params: dict[str, dict[str, Any]] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = lambda m: None,
+    **kw: Any,
+) -> dict[str, RetrieverRun]:
+    out = {}
+    for name in retrievers:
+        t = time.perf_counter()
+        out[name] = evaluate_retriever(col, name, questions, ks, (params or {}).get(name), progress=progress, **kw)
+        log(f"{name}: {len(questions)} questions in {time.perf_counter() - t:.1f}s")
+    return out
+
+
+# -- reports --------------------------------------------------------------
+def markdown_table(runs: dict[str, RetrieverRun]) -> str:
+    keys: list[str] = []
+    for r in runs.values():
+        keys += [k for k in r.metrics if k not in keys]
+    lines = ["| retriever | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, r in runs.items():
+        cells = []
+        for k in keys:
+            v = r.metrics.get(k)
+            cells.append("–" if v is None else (f"{v:.1f}" if k.startswith("latency") else f"{100 * v:.1f}"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Accuracies in %; latencies in ms.")
+    return "\n".join(lines)
+
+
+def write_trec(runs: dict[str, RetrieverRun], questions: Sequence[Question], out: Path) -> list[Path]:
+    """One TREC run file per retriever (documents when judgements are documents, else passages)."""
+    paths = []
+    for name, r in runs.items():
+        results = r.doc_runs if (r.doc_runs and any(q.qrels or q.gold_docs for q in questions)) else r.passage_runs
+        path = out / f"{name}.trec"
+        with open(path, "w", encoding="utf-8") as fh:
+            for q, res in zip(questions, results, strict=True):
+                for h in res.hits:
+                    docno = h.doc_id if res.level == "doc" else (h.passage_id or h.doc_id)
+                    fh.write(f"{q.id} Q0 {docno.replace(' ', '_')} {h.rank} {h.score:.6f} hiera-{name}\n")
+        paths.append(path)
+    return paths
+
+
+def plot_topk(runs: dict[str, RetrieverRun], out: Path, kmax: int = 100) -> Path | None:
+    """Top-k answer accuracy curves, k = 1 … kmax (matplotlib, no display)."""
+    curves = {n: r.first_hit for n, r in runs.items() if r.first_hit}
+    if not curves:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ks = list(range(1, kmax + 1))
+    for name, first in curves.items():
+        n = len(first)
+        acc = [100 * sum(1 for f in first if f is not None and f < k) / n for k in ks]
+        ax.plot(ks, acc, label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("k (passages)")
+    ax.set_ylabel("top-k answer accuracy (%)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = out / "topk.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
