@@ -203,7 +203,7 @@ class Encoder:
         if not texts:
             return out
         hashes = [text_hash(t) for t in texts]
-        cached = self.cache.get_many(hashes) if self.cache else {}
+        cached = self.cache.get_many(hashes) if self.cache is not None else {}
         todo: dict[bytes, list[int]] = {}
         for i, h in enumerate(hashes):
             if h in cached:
@@ -220,7 +220,7 @@ class Encoder:
                     vecs = self._encode([texts[todo[h][0]] for h in hs])
                     for h, v in zip(hs, vecs, strict=True):
                         out[todo[h]] = v
-                    if self.cache:
+                    if self.cache is not None:
                         self.cache.put_many(list(zip(hs, vecs, strict=True)))
                     bar.update(len(hs))
         return out
