@@ -23,7 +23,7 @@ test: $(STAMP)
 		(apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) || \
 		echo "note: chromium not installed; the browser test will be skipped"
 	$(BIN)/ruff check src tests bench
-	$(BIN)/pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q
 
 # Slow, real-data tests too (minutes).
 test-all: $(STAMP)

@@ -21,3 +21,13 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"benchmark data not found at {path} (set HIERA_DATA_DIR)")
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``slow`` tests (real data at benchmark scale) run only with HIERA_SLOW=1 or ``-m slow``."""
+    if os.environ.get("HIERA_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow test: set HIERA_SLOW=1 (or make test-all) to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -116,6 +116,13 @@ class Collection:
         return load_matrix(self.build_dir / "dense" / "docs-mean.f16.npy", self.mmap)
 
     @cached_property
+    def doc_mean_faiss(self):
+        """FAISS index over the mean vectors (None for builds made before it existed)."""
+        self._need("dense", self.has_dense)
+        path = self.build_dir / "dense" / "docs-mean.faiss"
+        return load_faiss(path, self.mmap) if path.exists() else None
+
+    @cached_property
     def passage_faiss(self):
         self._need("dense", self.has_dense)
         return load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)

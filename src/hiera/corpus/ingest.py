@@ -32,6 +32,7 @@ def ingest(
     reader = get_reader(fmt)
     root = Path(root)
     created = not (root / STORE_FILE).exists()
+    dir_existed = root.exists()
     skipped: list[str] = []
 
     def on_bad(err: BadRecordError) -> None:
@@ -50,7 +51,7 @@ def ingest(
         store.close()
     except BaseException:
         if created:
-            remove_new_collection(root)
+            remove_new_collection(root, dir_existed=dir_existed)
         raise
     report.skipped += len(skipped)
     report.skipped_examples = list(itertools.islice(skipped, 5))

@@ -302,6 +302,14 @@ def _chunks(seq: list, n: int) -> Iterator[list]:
         yield seq[i : i + n]
 
 
-def remove_new_collection(root: Path) -> None:
-    """Undo a collection directory that a failed first ingest created."""
-    shutil.rmtree(root, ignore_errors=True)
+def remove_new_collection(root: Path, *, dir_existed: bool = False) -> None:
+    """Undo a collection that a failed first ingest created.
+
+    A directory the ingest created is removed; a directory that existed before
+    (perhaps holding the user's own files) keeps everything but the store.
+    """
+    if not dir_existed:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for name in (STORE_FILE, STORE_FILE + "-journal"):
+        (root / name).unlink(missing_ok=True)

@@ -76,7 +76,13 @@ def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[
     previous = _read_previous(previous_dir)
     builds = root / BUILDS
     builds.mkdir(exist_ok=True)
-    name = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    name, n = stamp, 1
+    # Two builds in the same second by one process (a server, a script, `add`
+    # right after `build`) must not collide with the live build directory.
+    while (builds / name).exists() or (builds / (name + ".partial")).exists():
+        n += 1
+        name = f"{stamp}-{n}"
     partial = builds / (name + ".partial")
     partial.mkdir()
     try:
@@ -183,7 +189,9 @@ def _build_into(
         save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows), out / "dense" / "docs.faiss")
         # Passage-aggregate document vectors (issue 7): the normalized mean of a
         # document's passage vectors, free once passages are encoded.
-        save_matrix(out / "dense" / "docs-mean.f16.npy", _mean_vectors(pvecs, offsets))
+        mean = _mean_vectors(pvecs, offsets)
+        save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
+        save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
         manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
         log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")

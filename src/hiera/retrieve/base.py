@@ -161,16 +161,11 @@ def docs_from_passages(
 
     Returns (doc positions, doc scores, best passage position per doc).
     """
-    seen: dict[int, int] = {}
-    docs, dscores, best = [], [], []
-    for pos, s in zip(positions, scores, strict=True):
-        d = int(passage_doc[int(pos)])
-        if d in seen:
-            continue
-        seen[d] = 1
-        docs.append(d)
-        dscores.append(float(s))
-        best.append(int(pos))
-        if len(docs) == k:
-            break
-    return np.array(docs, dtype=np.int64), np.array(dscores, dtype=np.float32), np.array(best, dtype=np.int64)
+    positions = np.asarray(positions, dtype=np.int64)
+    if len(positions) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+    docs = np.asarray(passage_doc[positions], dtype=np.int64)
+    # The input is best first, so a document's first occurrence is its best passage.
+    uniq, first = np.unique(docs, return_index=True)
+    first = np.sort(first)[:k]
+    return docs[first], np.asarray(scores, dtype=np.float32)[first], positions[first]

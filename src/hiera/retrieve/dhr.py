@@ -15,7 +15,7 @@ query's best score so λ weighs comparable numbers.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,8 +26,14 @@ from hiera.retrieve.docstage import check_doc_stage, needs_vectors, score_all_do
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
 
 
-def _stage_name(v: Any) -> str:
-    return check_doc_stage(str(v))
+class Candidates(NamedTuple):
+    """DHR's passage-stage input: the chosen documents and all their passages."""
+
+    docs: np.ndarray  # document positions, best first
+    doc_scores: np.ndarray  # normalized document-stage scores
+    passages: np.ndarray  # passage positions of those documents, grouped by document
+    passage_scores: np.ndarray  # passage-encoder cosine of each candidate
+    per_doc: np.ndarray  # index into ``docs`` of each candidate passage
 
 
 class _Hierarchical(BaseRetriever):
@@ -70,28 +76,37 @@ class DhrRetriever(_Hierarchical):
 
     name = "dhr"
 
+    def candidates(self, query: str, ctx: dict[str, Any], k1: int, doc_stage: str) -> Candidates:
+        """Document stage, then the passage encoder's score of every passage of those documents.
+
+        Exposed so that tuning can re-rank the same candidates for many (λ, k1).
+        """
+        dpos, dsc = score_docs(self.col, doc_stage, query, ctx, k1)
+        starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
+        cand = concat_ranges(starts, ends)
+        pscore = self.col.passage_vectors[cand].astype(np.float32) @ ctx["qp"]
+        per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
+        return Candidates(dpos, dsc, cand, pscore, per_doc)
+
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        col, lam, k1 = self.col, params["lam"], params["k1"]
-        with timed(trace, "doc-stage", stage=params["doc_stage"], k1=k1) as step:
-            dpos, dsc = score_docs(col, params["doc_stage"], query, ctx, k1)
-            step.detail["documents"] = len(dpos)
-        drank = np.arange(1, len(dpos) + 1)
+        lam, k1 = params["lam"], params["k1"]
         if level == "doc":
-            return self.doc_hits(dpos[:k], dsc[:k], {"doc": (dsc[:k], drank[:k])})
-        with timed(trace, "passage-stage", lam=lam) as step:
-            starts, ends = col.doc_offsets[dpos], col.doc_offsets[dpos + 1]
-            cand = concat_ranges(starts, ends)
-            pscore = col.passage_vectors[cand].astype(np.float32) @ ctx["qp"]
-            per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-            final = pscore + lam * dsc[per_doc]
+            # The document ranking is the document stage's; k1 only bounds the passage stage.
+            with timed(trace, "doc-stage", stage=params["doc_stage"]):
+                dpos, dsc = score_docs(self.col, params["doc_stage"], query, ctx, k)
+            return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
+        with timed(trace, "doc-stage+gather", stage=params["doc_stage"], k1=k1) as step:
+            c = self.candidates(query, ctx, k1, params["doc_stage"])
+            step.detail.update(documents=len(c.docs), candidates=len(c.passages))
+        with timed(trace, "passage-stage", lam=lam):
+            final = c.passage_scores + lam * c.doc_scores[c.per_doc]
             sel, fsc = topk(final, k)
-            step.detail["candidates"] = len(cand)
-        prank = ranks_of(pscore)
+        drank = np.arange(1, len(c.docs) + 1)
         stages = {
-            "doc": (dsc[per_doc[sel]], drank[per_doc[sel]]),
-            "passage": (pscore[sel], prank[sel]),
+            "doc": (c.doc_scores[c.per_doc[sel]], drank[c.per_doc[sel]]),
+            "passage": (c.passage_scores[sel], ranks_of(c.passage_scores)[sel]),
         }
-        return self.passage_hits(cand[sel], fsc, stages)
+        return self.passage_hits(c.passages[sel], fsc, stages)
 
 
 class DhrParallelRetriever(_Hierarchical):
@@ -117,8 +132,10 @@ class DhrParallelRetriever(_Hierarchical):
             docs = col.passage_doc[pos]
             final = psc + lam * dall[docs]
             sel, fsc = topk(final, k)
-        drank_all = ranks_of(dall[docs])  # rank among the candidates' documents
-        stages = {"doc": (dall[docs][sel], drank_all[sel]), "passage": (psc[sel], ranks_of(psc)[sel])}
+        # the document's rank among all documents: the same for each of its passages,
+        # and the rank the doc level reports (ranking dall[docs] ranked passages, not documents)
+        drank = ranks_of(dall)[docs]
+        stages = {"doc": (dall[docs][sel], drank[sel]), "passage": (psc[sel], ranks_of(psc)[sel])}
         return self.passage_hits(pos[sel], fsc, stages)
 
 

@@ -8,7 +8,8 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     searched in the FAISS document index. Score: cosine.
 ``mean``
     passage-aggregate vector: the normalized mean of a document's passage
-    vectors, in the passage encoder's space. Score: cosine.
+    vectors, in the passage encoder's space, searched in its own FAISS index
+    (same factory as the document index). Score: cosine.
 ``bm25``
     BM25 over whole documents (or summaries, as built). Score divided by the
     query's best document score, so it lies in (0, 1].
@@ -82,7 +83,11 @@ def score_docs(
         keep = ids[0] >= 0
         return ids[0][keep].astype(np.int64), sc[0][keep]
     if name == "mean":
-        return topk(_full(col.doc_mean_vectors, ctx["qp"]), k1)
+        if col.doc_mean_faiss is None:
+            return topk(_full(col.doc_mean_vectors, ctx["qp"]), k1)
+        ids, sc = faiss_search(col.doc_mean_faiss, ctx["qp"], k1)
+        keep = ids[0] >= 0
+        return ids[0][keep].astype(np.int64), sc[0][keep]
     if name == "bm25":
         pos, sc = col.bm25_docs.search(query, k1)
         return pos, (sc / sc[0] if len(sc) else sc)

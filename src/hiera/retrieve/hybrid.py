@@ -36,6 +36,18 @@ def _minmax(x: np.ndarray) -> np.ndarray:
     return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
 
 
+def _gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``values[idx]`` with 0 where ``idx`` is -1 (absent from that list).
+
+    ``np.where(idx >= 0, values[idx], 0)`` would index an empty list (a query
+    BM25 knows no word of) with -1 and fail.
+    """
+    out = np.zeros(len(idx), dtype=np.float32)
+    ok = idx >= 0
+    out[ok] = values[idx[ok]]
+    return out
+
+
 class HybridRetriever(BaseRetriever):
     name = "hybrid"
     param_spec = {
@@ -66,19 +78,19 @@ class HybridRetriever(BaseRetriever):
             cand = np.unique(np.concatenate([bpos, dpos]))
             bmap = dict(zip(bpos.tolist(), range(len(bpos)), strict=True))
             dmap = dict(zip(dpos.tolist(), range(len(dpos)), strict=True))
-            bi = np.array([bmap.get(int(c), -1) for c in cand])
-            di = np.array([dmap.get(int(c), -1) for c in cand])
+            bi = np.array([bmap.get(int(c), -1) for c in cand], dtype=np.int64)
+            di = np.array([dmap.get(int(c), -1) for c in cand], dtype=np.int64)
             if params["fusion"] == "rrf":
                 fused = np.where(bi >= 0, 1.0 / (RRF_K + bi + 1), 0.0) + np.where(di >= 0, 1.0 / (RRF_K + di + 1), 0.0)
             elif params["fusion"] == "interp":
                 bn, dn = _minmax(bsc), _minmax(dsc)
                 a = params["alpha"]
-                fused = a * np.where(di >= 0, dn[di], 0.0) + (1 - a) * np.where(bi >= 0, bn[bi], 0.0)
+                fused = a * _gather(dn, di) + (1 - a) * _gather(bn, bi)
             else:  # pragma: no cover - guarded by the parameter check
                 raise BadInputError(f"unknown fusion {params['fusion']!r}")
             fused = fused.astype(np.float32)
-        bscore = np.where(bi >= 0, bsc[bi], 0.0).astype(np.float32)
-        dscore = np.where(di >= 0, dsc[di], 0.0).astype(np.float32)
+        bscore = _gather(bsc, bi)
+        dscore = _gather(dsc, di)
         brank = np.where(bi >= 0, bi + 1, 0)
         drank = np.where(di >= 0, di + 1, 0)
         if level == "doc":

@@ -1,0 +1,421 @@
+"""A tiny hand-written collection shared by the index, retrieve and CLI tests.
+
+Six documents on unrelated topics, each with a lead and nested sections, are
+ingested and built once per test session (``shared_collection``); tests that
+mutate a collection copy the built directory instead of rebuilding it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hiera.corpus.store import CorpusStore
+from hiera.corpus.tree import Document, Section
+from hiera.index.build import BuildOptions, build
+
+
+def _long(*sentences: str) -> str:
+    return " ".join(sentences)
+
+
+def make_docs() -> list[Document]:
+    """The six base documents (fresh objects on every call)."""
+    return [
+        Document(
+            id="volcanoes",
+            title="Volcanoes",
+            lead=[
+                "A volcano is a rupture in the crust of a planet where molten magma, volcanic ash and gases "
+                "escape from a chamber below the surface.",
+                "Volcanoes are found where tectonic plates diverge or converge, and over hotspots in the mantle.",
+            ],
+            sections=[
+                Section(
+                    "Formation",
+                    paragraphs=[
+                        "Magma rises because it is less dense than the surrounding rock. It collects in a magma "
+                        "chamber and erupts through a vent when the pressure of dissolved gases becomes too great."
+                    ],
+                ),
+                Section(
+                    "Types of volcanoes",
+                    paragraphs=["Geologists classify volcanoes by the shape of the cone and the kind of lava."],
+                    children=[
+                        Section(
+                            "Shield volcanoes",
+                            level=2,
+                            paragraphs=[
+                                "Shield volcanoes have broad gentle slopes built by fluid basaltic lava flows, "
+                                "like Mauna Loa in Hawaii."
+                            ],
+                        ),
+                        Section(
+                            "Stratovolcanoes",
+                            level=2,
+                            paragraphs=[
+                                "Stratovolcanoes are steep conical mountains of alternating layers of ash and "
+                                "viscous lava, such as Mount Fuji and Vesuvius."
+                            ],
+                        ),
+                    ],
+                ),
+                Section(
+                    "Eruptions",
+                    paragraphs=[
+                        _long(
+                            "An explosive eruption throws pumice, tephra and ash high into the stratosphere.",
+                            "Pyroclastic flows of hot gas and rock rush down the flanks of the volcano at great speed.",
+                            "Effusive eruptions instead pour out rivers of lava that creep across the landscape.",
+                            "Volcanologists monitor seismic tremors, ground swelling and sulfur dioxide emissions "
+                            "to forecast an eruption.",
+                            "The eruption of Mount Tambora in 1815 caused the year without a summer in Europe.",
+                            "Lahars, which are mudflows of volcanic debris and water, can bury towns far from the crater.",
+                            "Ash clouds from an erupting volcano ground aircraft because the glassy particles melt "
+                            "inside jet engines.",
+                            "Some eruptions last only hours while others continue for decades.",
+                        )
+                    ],
+                ),
+            ],
+            categories=["Geology"],
+        ),
+        Document(
+            id="chess",
+            title="Chess",
+            lead=[
+                "Chess is a board game for two players played on a checkered chessboard of sixty-four squares "
+                "arranged in an eight by eight grid."
+            ],
+            sections=[
+                Section(
+                    "Rules",
+                    paragraphs=["Each player begins with sixteen pieces, and White always moves first."],
+                    children=[
+                        Section(
+                            "Movement of the pieces",
+                            level=2,
+                            paragraphs=[
+                                "The knight moves in an L shape and is the only piece that can jump over others. "
+                                "The bishop moves diagonally, the rook moves along ranks and files, and the queen "
+                                "combines both."
+                            ],
+                        ),
+                        Section(
+                            "Checkmate",
+                            level=2,
+                            paragraphs=[
+                                "The goal is to checkmate the opponent's king, attacking it so that it has no "
+                                "legal move to escape capture."
+                            ],
+                        ),
+                    ],
+                ),
+                Section(
+                    "History",
+                    paragraphs=[
+                        "Chess developed from the Indian game chaturanga around the sixth century and reached "
+                        "Europe through Persia. World champions such as Kasparov and Carlsen are grandmasters "
+                        "famous for their opening preparation."
+                    ],
+                ),
+                Section(
+                    "Computers",
+                    paragraphs=[
+                        "The IBM computer Deep Blue defeated Garry Kasparov in 1997, and modern chess engines "
+                        "evaluate millions of positions per second."
+                    ],
+                ),
+            ],
+            categories=["Games"],
+        ),
+        Document(
+            id="jazz",
+            title="Jazz",
+            lead=[
+                "Jazz is a music genre that originated in the African-American communities of New Orleans in "
+                "the late nineteenth century, rooted in blues and ragtime."
+            ],
+            sections=[
+                Section(
+                    "Characteristics",
+                    paragraphs=[
+                        "Jazz is characterized by swing rhythm, syncopation, blue notes and improvisation, where "
+                        "soloists invent melodies over the chord changes."
+                    ],
+                    children=[
+                        Section(
+                            "Instruments",
+                            level=2,
+                            paragraphs=[
+                                "A jazz band typically features saxophone, trumpet, trombone, piano, double bass "
+                                "and drums."
+                            ],
+                        )
+                    ],
+                ),
+                Section(
+                    "Styles",
+                    paragraphs=[
+                        "Bebop musicians such as Charlie Parker and Dizzy Gillespie played fast, harmonically "
+                        "complex tunes. Cool jazz, modal jazz and fusion followed, and Miles Davis recorded "
+                        "Kind of Blue in 1959."
+                    ],
+                ),
+                Section(
+                    "Notable musicians",
+                    paragraphs=[
+                        "Louis Armstrong, Duke Ellington and John Coltrane are among the most influential jazz "
+                        "musicians, and Ella Fitzgerald was famous for scat singing."
+                    ],
+                ),
+            ],
+            categories=["Music"],
+        ),
+        Document(
+            id="photosynthesis",
+            title="Photosynthesis",
+            lead=[
+                "Photosynthesis is the process by which plants, algae and cyanobacteria convert light energy "
+                "from the sun into chemical energy stored in glucose."
+            ],
+            sections=[
+                Section(
+                    "Light-dependent reactions",
+                    paragraphs=[
+                        "In the thylakoid membranes of the chloroplast, chlorophyll absorbs sunlight and splits "
+                        "water molecules, releasing oxygen and producing ATP and NADPH."
+                    ],
+                ),
+                Section(
+                    "Calvin cycle",
+                    paragraphs=[
+                        "In the stroma, the enzyme RuBisCO fixes carbon dioxide from the air into sugar using "
+                        "the ATP and NADPH made by the light reactions."
+                    ],
+                    children=[
+                        Section(
+                            "C4 and CAM plants",
+                            level=2,
+                            paragraphs=[
+                                "Maize, sugarcane and cacti use C4 or CAM carbon fixation to save water in hot, "
+                                "dry climates."
+                            ],
+                        )
+                    ],
+                ),
+                Section(
+                    "Evolution",
+                    paragraphs=[
+                        "Oxygenic photosynthesis evolved in ancient cyanobacteria, whose oxygen caused the Great "
+                        "Oxidation Event about 2.4 billion years ago."
+                    ],
+                ),
+            ],
+            categories=["Biology"],
+        ),
+        Document(
+            id="roman-empire",
+            title="Roman Empire",
+            lead=[
+                "The Roman Empire was the period of ancient Rome ruled by emperors, beginning when Augustus "
+                "became the first emperor in 27 BC."
+            ],
+            sections=[
+                Section(
+                    "Army",
+                    paragraphs=[
+                        "The Roman legions were disciplined units of heavy infantry led by centurions, and they "
+                        "built roads, forts and Hadrian's Wall on the frontier of Britain."
+                    ],
+                ),
+                Section(
+                    "Government",
+                    paragraphs=["The emperor held supreme power while the senate kept a ceremonial role."],
+                    children=[
+                        Section(
+                            "Provinces",
+                            level=2,
+                            paragraphs=[
+                                "Conquered lands from Hispania to Syria were governed as provinces by proconsuls "
+                                "who collected taxes for Rome."
+                            ],
+                        )
+                    ],
+                ),
+                Section(
+                    "Fall of the Western Empire",
+                    paragraphs=[
+                        "Barbarian invasions by Goths and Vandals, civil wars and economic crisis led to the "
+                        "fall of the Western Roman Empire in 476 AD."
+                    ],
+                ),
+                Section(
+                    "Culture",
+                    paragraphs=[
+                        "Latin literature flourished with Virgil and Ovid, and gladiators fought in the Colosseum "
+                        "before crowds of spectators."
+                    ],
+                ),
+            ],
+            categories=["History"],
+        ),
+        Document(
+            id="python-language",
+            title="Python (programming language)",
+            lead=[
+                "Python is a high-level, general-purpose programming language created by Guido van Rossum "
+                "and first released in 1991."
+            ],
+            sections=[
+                Section(
+                    "Syntax",
+                    paragraphs=[
+                        "Python uses significant indentation instead of curly braces to delimit code blocks, "
+                        "and its syntax emphasizes readability."
+                    ],
+                    children=[
+                        Section(
+                            "Typing",
+                            level=2,
+                            paragraphs=[
+                                "Python is dynamically typed and garbage collected, and optional type hints can "
+                                "be checked by tools such as mypy."
+                            ],
+                        )
+                    ],
+                ),
+                Section(
+                    "Implementations",
+                    paragraphs=[
+                        "The reference interpreter CPython compiles source code to bytecode, while PyPy uses a "
+                        "just-in-time compiler. Packages are installed from the Python Package Index with pip."
+                    ],
+                ),
+                Section(
+                    "Standard library",
+                    paragraphs=[
+                        "Python's large standard library, often described as batteries included, offers modules "
+                        "for regular expressions, file handling and networking."
+                    ],
+                ),
+            ],
+            categories=["Programming languages"],
+        ),
+    ]
+
+
+def make_extra_docs() -> list[Document]:
+    """Two documents that ``add`` tests append to a built collection."""
+    return [
+        Document(
+            id="honeybees",
+            title="Honeybee",
+            lead=[
+                "The honeybee is a social insect that lives in a colony ruled by a single queen and collects "
+                "nectar and pollen from flowers to make honey and beeswax."
+            ],
+            sections=[
+                Section(
+                    "Hive",
+                    paragraphs=[
+                        "Worker bees build hexagonal wax combs in the hive and communicate the direction of "
+                        "flowers with the waggle dance."
+                    ],
+                ),
+                Section(
+                    "Beekeeping",
+                    paragraphs=["Beekeepers use smokers to calm the bees before harvesting honey from the frames."],
+                ),
+            ],
+        ),
+        Document(
+            id="lighthouses",
+            title="Lighthouse",
+            lead=[
+                "A lighthouse is a tower with a bright lamp and lens that guides ships at sea and warns sailors "
+                "of dangerous rocks near the coast."
+            ],
+            sections=[
+                Section(
+                    "Fresnel lens",
+                    paragraphs=[
+                        "The Fresnel lens concentrates the beam of the lighthouse lamp so that mariners can see "
+                        "it from many nautical miles away."
+                    ],
+                ),
+            ],
+        ),
+    ]
+
+
+#: a query about each document's topic, by document id
+TOPIC_QUERIES: dict[str, str] = {
+    "volcanoes": "magma and lava erupting from a volcano crater",
+    "chess": "how does the knight move on the chessboard",
+    "jazz": "improvisation and swing rhythm in jazz music",
+    "photosynthesis": "how plants convert sunlight into chemical energy with chlorophyll",
+    "roman-empire": "emperor Augustus and the Roman legions",
+    "python-language": "Python programming language interpreter and indentation",
+    "honeybees": "honeybee colony with a queen making honey",
+    "lighthouses": "lighthouse lamp guiding ships at sea",
+}
+
+QUIET: Any = lambda m: None  # noqa: E731 - a build log that prints nothing
+
+_STATE: dict[str, Path] = {}
+
+
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for the whole session (never the user's ~/.cache)."""
+    if "cache" not in _STATE:
+        _STATE["cache"] = tmp_path_factory.mktemp("hiera-cache")
+    return _STATE["cache"]
+
+
+def build_collection(root: Path, docs: list[Document], options: BuildOptions | None = None) -> Path:
+    store = CorpusStore(root, create=True)
+    store.ingest(docs)
+    store.close()
+    build(root, options or BuildOptions(progress=False), log=QUIET)
+    return root
+
+
+def shared_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The six-document collection, ingested and built once per session. Do not mutate it."""
+    if "shared" not in _STATE:
+        root = tmp_path_factory.mktemp("shared") / "col"
+        opts = BuildOptions(progress=False, cache_dir=session_cache_dir(tmp_path_factory))
+        _STATE["shared"] = build_collection(root, make_docs(), opts)
+    return _STATE["shared"]
+
+
+def copy_collection(src: Path, dst: Path) -> Path:
+    """A private copy of a built collection (the ``index`` symlink is relative)."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def export_digest(root: Path) -> str:
+    """sha256 over every stored document's tree and passages, in store order."""
+    store = CorpusStore(root)
+    h = hashlib.sha256()
+    for d in store.iter_docs():
+        doc = store.get_document(d.id)
+        assert doc is not None
+        h.update(json.dumps(doc.to_dict(), sort_keys=True).encode())
+        h.update(d.summary.encode())
+    for rowid, p in store.iter_passages():
+        h.update(f"{rowid}|{p.id}|{p.section_path}|{p.text}".encode())
+    store.close()
+    return h.hexdigest()
+
+
+def write_jsonl(path: Path, docs: list[Document]) -> Path:
+    path.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in docs), encoding="utf-8")
+    return path

@@ -1,0 +1,415 @@
+"""Index builds: the manifest, refusal of mismatched or stale indexes, atomic swap, incremental add."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import helpers
+import numpy as np
+import pytest
+
+import hiera.index.build as build_mod
+from hiera.cli import main
+from hiera.collection import Collection
+from hiera.corpus.store import CorpusStore
+from hiera.corpus.tree import PassageRules
+from hiera.encode import Encoder, model_fingerprint, resolve_model_path
+from hiera.errors import BadInputError, HieraError, IndexMissingError, ManifestMismatchError
+from hiera.index.build import BUILDS, INDEX_LINK, BuildOptions, build, live_build_dir
+from hiera.index.dense import faiss_module
+from hiera.index.manifest import FORMAT, MANIFEST, Manifest
+from hiera.retrieve import get_retriever
+
+QUERIES = list(helpers.TOPIC_QUERIES.items())[:6]
+
+
+def _results(col: Collection, names=("bm25", "dense", "dhr", "bm25-dhr")) -> dict:
+    """Passage ids and scores of a few searches (one batch per retriever: few encoder calls)."""
+    out = {}
+    qs = [q for _, q in QUERIES[:3]]
+    for name in names:
+        for q, res in zip(qs, get_retriever(name, col).batch_search(qs, k=5), strict=True):
+            out[(name, q)] = [(h.passage_id, round(h.score, 5)) for h in res]
+    return out
+
+
+def _builds(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / BUILDS).iterdir())
+
+
+@pytest.fixture(scope="session")
+def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of MiniLM whose config.json differs by one key: another fingerprint."""
+    dst = tmp_path_factory.mktemp("models") / "other-minilm"
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), dst)
+    cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+    cfg["hiera_test_marker"] = True
+    (dst / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return dst
+
+
+# -- the manifest ---------------------------------------------------------
+def test_manifest_records_models_rules_and_files(shared_root: Path) -> None:
+    build_dir = live_build_dir(shared_root)
+    assert build_dir is not None and build_dir.parent == shared_root / BUILDS
+    assert (shared_root / INDEX_LINK).is_symlink()
+    assert not os.path.isabs(os.readlink(shared_root / INDEX_LINK))  # copies of the directory keep working
+    m = Manifest.read(build_dir)
+    store = CorpusStore(shared_root)
+    stats = store.stats()
+
+    assert m.format == FORMAT
+    assert m.corpus_version == store.version == stats["version"]
+    assert (m.documents, m.passages) == (stats["documents"], stats["passages"]) == (6, 34)
+    assert m.passage_rules == PassageRules().to_dict()
+
+    fp = model_fingerprint(resolve_model_path("all-MiniLM-L6-v2"))
+    assert set(m.models) == {"passage", "doc"}
+    for info in m.models.values():
+        assert info["fingerprint"] == fp and len(fp) == 64
+        assert info["dim"] == 384
+        assert info["name"] == "all-MiniLM-L6-v2"
+        assert Path(info["path"]) == resolve_model_path("all-MiniLM-L6-v2")
+        assert info["max_seq_length"] > 0
+
+    assert m.bm25 is not None
+    assert (m.bm25["k1"], m.bm25["b"], m.bm25["method"], m.bm25["doc_text"]) == (0.9, 0.4, "lucene", "fulltext")
+    assert m.bm25["tokenizer"]["stemmer"] == "english" and m.bm25["tokenizer"]["stopwords"] == "en"
+    assert m.faiss == {"passage": "Flat", "doc": "Flat"}
+    assert m.defaults == {"lambda": 1.0, "k1": 100}
+    assert m.doc_stage == {"name": "summary"}
+    for pkg in ("hiera", "python", "numpy", "faiss-cpu", "bm25s", "torch", "sentence-transformers"):
+        assert m.versions.get(pkg), pkg
+
+    for f in (
+        "layout/passage_rows.npy",
+        "layout/doc_rows.npy",
+        "layout/doc_offsets.npy",
+        "dense/passages.f16.npy",
+        "dense/docs.f16.npy",
+        "dense/docs-mean.f16.npy",
+        "dense/passages.faiss",
+        "dense/docs.faiss",
+    ):
+        assert f in m.files, f
+    assert any(f.startswith("bm25-passages/") for f in m.files)
+    assert any(f.startswith("bm25-docs/") for f in m.files)
+    actual = {str(p.relative_to(build_dir)): p.stat().st_size for p in build_dir.rglob("*") if p.is_file()}
+    assert actual.pop(MANIFEST) > 0
+    assert actual == m.files  # every file recorded, with its size; no leftovers (.tmp)
+
+
+def test_layout_matches_the_store(shared_root: Path) -> None:
+    col = Collection(shared_root)
+    docs = list(col.store.iter_docs())
+    passages = list(col.store.iter_passages())
+    assert col.doc_rows.tolist() == [d.rowid for d in docs]
+    assert col.passage_rows.tolist() == [r for r, _ in passages]
+    counts = [sum(1 for _, p in passages if p.doc_id == d.id) for d in docs]
+    assert col.doc_offsets.tolist() == np.concatenate(([0], np.cumsum(counts))).tolist()
+    assert col.passage_doc.tolist() == [i for i, n in enumerate(counts) for _ in range(n)]
+    assert col.passage_vectors.shape == (34, 384) and col.passage_vectors.dtype == np.float16
+    assert col.doc_vectors.shape == (6, 384)
+    assert col.passage_faiss.ntotal == 34 and col.doc_faiss.ntotal == 6
+    assert col.bm25_passages.size == 34 and col.bm25_docs.size == 6
+    norms = np.linalg.norm(col.passage_vectors.astype(np.float32), axis=1)
+    np.testing.assert_allclose(norms, 1.0, atol=2e-3)
+
+
+# -- refusals --------------------------------------------------------------
+def test_other_model_is_refused(shared_root: Path, other_model: Path) -> None:
+    assert model_fingerprint(other_model) != model_fingerprint(resolve_model_path("minilm"))
+    for level in ("passage_encoder", "doc_encoder"):
+        with pytest.raises(ManifestMismatchError) as exc:
+            Collection(shared_root, **{level: str(other_model)})
+        msg = str(exc.value)
+        assert "fingerprint" in msg and str(other_model) in msg and "hiera build" in msg
+    # the model the index was built with is accepted, by alias or by path
+    Collection(shared_root, passage_encoder="minilm", doc_encoder=str(resolve_model_path("minilm")))
+
+
+def test_model_changed_after_the_build_is_refused(col_copy: Path, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(resolve_model_path("minilm"), model)
+    build(col_copy, BuildOptions(progress=False, passage_encoder=str(model), doc_encoder=str(model)), log=helpers.QUIET)
+    col = Collection(col_copy)
+    assert col.manifest.models["passage"]["path"] == str(model)
+    cfg = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    cfg["changed"] = 1
+    (model / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    with pytest.raises(ManifestMismatchError, match="changed since"):
+        Collection(col_copy).passage_encoder  # noqa: B018
+    with pytest.raises(ManifestMismatchError):
+        get_retriever("dense", Collection(col_copy)).search("volcano")
+
+
+@pytest.mark.parametrize(
+    ("victim", "action", "error"),
+    [
+        ("dense/passages.faiss", "delete", IndexMissingError),
+        ("layout/doc_offsets.npy", "delete", IndexMissingError),
+        ("dense/docs.f16.npy", "truncate", ManifestMismatchError),
+        ("bm25-passages", "grow", ManifestMismatchError),
+    ],
+)
+def test_missing_or_changed_index_file_is_named(col_copy: Path, victim: str, action: str, error: type) -> None:
+    build_dir = live_build_dir(col_copy)
+    if victim == "bm25-passages":  # any file of the BM25 index
+        victim = next(f for f in Manifest.read(build_dir).files if f.startswith("bm25-passages/"))
+    path = build_dir / victim
+    if action == "delete":
+        path.unlink()
+    elif action == "truncate":
+        path.write_bytes(path.read_bytes()[:-10])
+    else:
+        path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(error) as exc:
+        Collection(col_copy)
+    assert victim in str(exc.value)
+    assert "hiera build" in str(exc.value)
+
+
+def test_missing_or_unreadable_manifest(col_copy: Path) -> None:
+    build_dir = live_build_dir(col_copy)
+    (build_dir / MANIFEST).write_text("{not json", encoding="utf-8")
+    with pytest.raises(IndexMissingError, match="unreadable"):
+        Collection(col_copy)
+    (build_dir / MANIFEST).write_text(json.dumps({"format": "hiera-index/0"}), encoding="utf-8")
+    with pytest.raises(ManifestMismatchError, match="hiera-index/0"):
+        Collection(col_copy)
+    (build_dir / MANIFEST).unlink()
+    with pytest.raises(IndexMissingError, match="manifest.json"):
+        Collection(col_copy)
+    (col_copy / INDEX_LINK).unlink()
+    with pytest.raises(IndexMissingError, match="no index"):
+        Collection(col_copy)
+
+
+def test_stale_index_after_a_new_ingest(col_copy: Path) -> None:
+    CorpusStore(col_copy).ingest(helpers.make_extra_docs()[:1])
+    with pytest.raises(ManifestMismatchError) as exc:
+        Collection(col_copy)
+    msg = str(exc.value)
+    assert "version 1" in msg and "version 2" in msg and f"hiera build {col_copy}" in msg
+    build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
+    assert Collection(col_copy).n_docs == 7
+
+
+def test_build_refuses_bad_requests(col_copy: Path, tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="document text"):
+        build(col_copy, BuildOptions(progress=False, bm25_doc_text="title"), log=helpers.QUIET)
+    empty = tmp_path / "empty"
+    CorpusStore(empty, create=True)
+    with pytest.raises(BadInputError, match="no passages"):
+        build(empty, BuildOptions(progress=False), log=helpers.QUIET)
+    with pytest.raises(IndexMissingError):
+        build(tmp_path / "not-a-collection", BuildOptions(progress=False), log=helpers.QUIET)
+
+
+# -- atomic swap -----------------------------------------------------------
+def test_interrupted_build_leaves_the_old_index_working(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_dir = live_build_dir(col_copy)
+    old_builds = _builds(col_copy)
+    old = Collection(col_copy)
+    expected = _results(old)
+
+    calls = []
+    real_save = build_mod.save_faiss
+
+    def save_then_interrupt(index, path):
+        calls.append(path.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_save(index, path)
+
+    monkeypatch.setattr(build_mod, "save_faiss", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
+    assert calls == ["passages.faiss", "docs.faiss"]
+
+    assert live_build_dir(col_copy) == old_dir
+    assert _builds(col_copy) == old_builds
+    assert not list((col_copy / BUILDS).glob("*.partial"))
+    assert _results(old) == expected  # the open collection is untouched
+    assert _results(Collection(col_copy)) == expected  # and it still opens
+
+
+def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_dir = live_build_dir(col_copy)
+    expected = _results(Collection(col_copy), names=("bm25", "dense", "dhr"))
+    leftover = col_copy / BUILDS / "19990101-000000-1.partial"  # what a killed build leaves behind
+    leftover.mkdir()
+    (leftover / "junk").write_text("x", encoding="utf-8")
+
+    # The rebuild runs in the same second, in the same process, as the live build:
+    # its directory name must not collide with the live one.
+    stamp, pid = old_dir.name.rsplit("-", 1)
+    assert pid == str(os.getpid())
+    monkeypatch.setattr(build_mod.time, "strftime", lambda *a: stamp)
+    build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
+    new_dir = live_build_dir(col_copy)
+    assert new_dir != old_dir and not old_dir.exists()
+    assert _builds(col_copy) == [new_dir.name]
+    build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)  # and once more
+    assert _builds(col_copy) == [live_build_dir(col_copy).name]
+    monkeypatch.undo()
+    assert _results(Collection(col_copy), names=("bm25", "dense", "dhr")) == expected
+
+
+def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:
+    old_dir = live_build_dir(col_copy)
+    with pytest.raises(BadInputError, match="FAISS"):
+        build(col_copy, BuildOptions(progress=False, passage_factory="NoSuchIndex42"), log=helpers.QUIET)
+    assert live_build_dir(col_copy) == old_dir
+    assert _builds(col_copy) == [old_dir.name]
+    Collection(col_copy).warmup()
+
+
+# -- incremental add ---------------------------------------------------------
+def test_add_appends_without_reencoding_old_texts(col_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty_cache = tmp_path / "empty-cache"  # no cached embeddings: only the previous build can explain reuse
+    monkeypatch.setenv("HIERA_CACHE_DIR", str(empty_cache))
+    old = Collection(col_copy)
+    old_p = np.array(old.passage_vectors)
+    old_d = np.array(old.doc_vectors)
+    old_mean = np.array(old.doc_mean_vectors)
+    n_old = old.passage_faiss.ntotal
+    assert old.doc_faiss.ntotal == 6
+
+    store = CorpusStore(col_copy)
+    report = store.ingest(helpers.make_extra_docs())
+    new_ids = report.new_doc_ids
+    assert new_ids == ["honeybees", "lighthouses"]
+
+    encoded: list[str] = []
+    real_encode = Encoder._encode
+
+    def spy(self, texts, show_progress=False):
+        encoded.extend(texts)
+        return real_encode(self, texts, show_progress)
+
+    fresh: list[np.ndarray] = []
+    real_build_faiss = build_mod.build_faiss
+
+    def spy_build_faiss(vectors, factory="Flat", seed=0):
+        fresh.append(np.array(vectors))
+        return real_build_faiss(vectors, factory, seed)
+
+    loaded: list[str] = []
+    real_load_faiss = build_mod.load_faiss
+
+    def spy_load_faiss(path, mmap=True):
+        loaded.append(str(Path(path).relative_to(col_copy)))
+        return real_load_faiss(path, mmap)
+
+    monkeypatch.setattr(Encoder, "_encode", spy)
+    monkeypatch.setattr(build_mod, "build_faiss", spy_build_faiss)
+    monkeypatch.setattr(build_mod, "load_faiss", spy_load_faiss)
+    build(col_copy, BuildOptions(progress=False, cache_dir=empty_cache), log=helpers.QUIET)
+    monkeypatch.undo()
+
+    new_passages = [p for _, p in store.iter_passages(new_ids)]
+    expected = [p.titled_text(", ") for p in new_passages] + [d.summary for d in store.iter_docs(new_ids)]
+    assert sorted(encoded) == sorted(expected)  # (b) only the new documents' texts were encoded
+
+    # (c) both FAISS indexes were loaded from the previous build and appended to, not rebuilt
+    old_build = old.build_dir.relative_to(col_copy)
+    assert sorted(loaded) == [str(old_build / "dense" / "docs.faiss"), str(old_build / "dense" / "passages.faiss")]
+    col = Collection(col_copy)
+    for vecs in fresh:  # whatever else is built fresh, it is neither of those two
+        assert vecs.shape[0] != col.n_passages
+        assert not np.allclose(vecs, col.doc_vectors.astype(np.float32), atol=1e-2)
+    assert col.passage_faiss.ntotal == n_old + len(new_passages) == 39
+    assert col.doc_faiss.ntotal == 8
+    assert (col.n_docs, col.n_passages) == (8, 39)
+    np.testing.assert_array_equal(col.passage_vectors[:n_old], old_p)
+    np.testing.assert_array_equal(col.doc_vectors[:6], old_d)
+    np.testing.assert_allclose(col.doc_mean_vectors[:6], old_mean, atol=2e-3)  # means of float16-rounded rows
+    # the appended FAISS rows are the new vectors, in layout order
+    faiss = faiss_module()
+    flat = faiss.downcast_index(col.passage_faiss)
+    appended = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
+    np.testing.assert_allclose(appended[n_old:], col.passage_vectors[n_old:].astype(np.float32), atol=1e-3)
+
+    # (a) the new documents are findable by every kind of search, and the old ones still are
+    ids = [*new_ids, *(d for d, _ in QUERIES[:3])]
+    qs = [helpers.TOPIC_QUERIES[d] for d in ids]
+    for name in ("bm25", "dense", "dhr", "hybrid", "bm25-dhr"):
+        top = [res[0].doc_id for res in get_retriever(name, col).batch_search(qs, k=3)]
+        assert top == ids, name
+    top = [res[0].doc_id for res in get_retriever("dhr", col).batch_search(qs, k=3, level="doc")]
+    assert top == ids
+
+
+def test_cli_add_end_to_end(col_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("HIERA_CACHE_DIR", str(tmp_path / "cache"))
+    src = helpers.write_jsonl(tmp_path / "new.jsonl", helpers.make_extra_docs())
+    assert main(["add", str(col_copy), str(src), "--format", "hiera-jsonl", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "ingested 2 documents (0 replaced)" in err
+
+    col = Collection(col_copy)
+    assert (col.n_docs, col.n_passages) == (8, 39)
+    assert col.manifest.corpus_version == col.store.version == 2
+    for name in ("bm25", "dense", "dhr"):
+        got = get_retriever(name, col).batch_search([helpers.TOPIC_QUERIES[d] for d in ("lighthouses", "honeybees")], k=1)
+        assert [r[0].doc_id for r in got] == ["lighthouses", "honeybees"]
+
+    # a bad source changes nothing and exits 2 with one line
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"\n', encoding="utf-8")
+    assert main(["add", str(col_copy), str(bad), "--format", "hiera-jsonl", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "line 1" in err and "Traceback" not in err
+    assert Collection(col_copy).n_docs == 8
+
+    # add needs an index
+    fresh = tmp_path / "fresh"
+    CorpusStore(fresh, create=True)
+    assert main(["add", str(fresh), str(src), "--format", "hiera-jsonl", "-q"]) == 2
+    assert "hiera build" in capsys.readouterr().err
+
+
+# -- other index types --------------------------------------------------------
+def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
+    m = build(
+        col_copy,
+        BuildOptions(progress=False, passage_factory="HNSW32", doc_factory="HNSW32"),
+        log=helpers.QUIET,
+    )
+    assert m.faiss == {"passage": "HNSW32", "doc": "HNSW32"}
+    hnsw, flat = Collection(col_copy), Collection(shared_root)
+    faiss = faiss_module()
+    assert isinstance(faiss.downcast_index(hnsw.passage_faiss), faiss.IndexHNSWFlat)
+    assert isinstance(faiss.downcast_index(hnsw.doc_faiss), faiss.IndexHNSWFlat)
+    qs = [q for _, q in QUERIES[:4]]
+    for name, level in (("dense", "passage"), ("dense", "doc"), ("dhr", "passage"), ("dhr", "doc")):
+        got = get_retriever(name, hnsw).batch_search(qs, k=5, level=level)
+        want = get_retriever(name, flat).batch_search(qs, k=5, level=level)
+        for q, a, b in zip(qs, got, want, strict=True):
+            assert a[0].doc_id == b[0].doc_id and a[0].passage_id == b[0].passage_id, (name, level, q)
+            assert [h.passage_id or h.doc_id for h in a] == [h.passage_id or h.doc_id for h in b]
+            np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=1e-3)  # float16 reuse
+            for h in a:
+                for stage in h.stages.values():
+                    assert -1.0 - 1e-5 <= stage.score <= 1.0 + 1e-5
+                if name == "dense":
+                    assert -1.0 - 1e-5 <= h.score <= 1.0 + 1e-5
+
+
+def test_bm25_only_build(col_copy: Path) -> None:
+    m = build(col_copy, BuildOptions(progress=False, dense=False), log=helpers.QUIET)
+    assert m.models == {} and m.faiss == {}
+    col = Collection(col_copy)
+    assert not col.has_dense
+    assert not (col.build_dir / "dense").exists()
+    hit = get_retriever("bm25", col).search(helpers.TOPIC_QUERIES["chess"], k=1)[0]
+    assert hit.doc_id == "chess"
+    for name in ("dense", "dhr", "hybrid"):
+        with pytest.raises(IndexMissingError, match="hiera build"):
+            get_retriever(name, col).search("chess")
+    with pytest.raises(HieraError):
+        Collection(col_copy, passage_encoder="minilm")

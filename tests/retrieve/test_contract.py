@@ -1,0 +1,236 @@
+"""The retriever contract, checked for every retriever in RETRIEVERS at every level it supports."""
+
+from __future__ import annotations
+
+import json
+
+import helpers
+import pytest
+
+from hiera.collection import Collection
+from hiera.corpus.tree import Passage
+from hiera.errors import BadInputError
+from hiera.retrieve import RETRIEVERS, Results, Retriever, get_retriever
+from hiera.retrieve.protocol import MAX_K, MAX_QUERY_CHARS
+
+LEVELS = ("passage", "doc")
+CASES = [(name, level) for name in RETRIEVERS for level in LEVELS]
+HIERARCHICAL = ("dhr", "dhr-parallel", "bm25-dhr")
+BASE_IDS = [d.id for d in helpers.make_docs()]
+QUERIES = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
+K = 5
+
+
+def _supports(col: Collection, name: str, level: str) -> bool:
+    return level in get_retriever(name, col).levels
+
+
+@pytest.fixture(scope="module")
+def batch_results(col: Collection) -> dict[tuple[str, str], list[Results]]:
+    """Every (retriever, level) over the six topic queries, one batch each."""
+    out = {}
+    for name, level in CASES:
+        if _supports(col, name, level):
+            out[(name, level)] = get_retriever(name, col).batch_search(QUERIES, k=K, level=level)
+    return out
+
+
+def check_results(res: Results, col: Collection, store_passages: dict[str, Passage], name: str, level: str, k: int) -> None:
+    docs = {d.id: d for d in col.store.iter_docs()}
+    assert res.retriever == name and res.level == level
+    assert len(res) <= k
+    assert [h.rank for h in res] == list(range(1, len(res) + 1))
+    scores = [h.score for h in res]
+    assert scores == sorted(scores, reverse=True)
+    assert res.trace and all(step.ms >= 0 for step in res.trace)
+    json.dumps(res.to_dict())  # serializable as is (the CLI and the API print it)
+
+    if level == "passage":
+        ids = [h.passage_id for h in res]
+        assert len(set(ids)) == len(ids)
+        for h in res:
+            p = store_passages[h.passage_id]
+            assert isinstance(h.section_path, tuple)
+            assert (h.doc_id, h.title, h.section_path, h.text) == (p.doc_id, p.doc_title, p.section_path, p.text)
+            assert h.text
+    else:
+        ids = [h.doc_id for h in res]
+        assert len(set(ids)) == len(ids)
+        for h in res:
+            d = docs[h.doc_id]
+            assert h.title == d.title
+            if h.passage_id is not None:  # the best supporting passage
+                p = store_passages[h.passage_id]
+                assert p.doc_id == h.doc_id
+                assert isinstance(h.section_path, tuple) and h.section_path == p.section_path
+                assert h.text == p.text and h.evidence == [p.id]
+            else:
+                assert h.text == d.summary and h.section_path == ()
+
+    for h in res:
+        assert h.stages, "every hit explains its score"
+        for stage_name, st in h.stages.items():
+            if name == "hybrid" and level == "passage":
+                # a passage found by one list only has rank 0 (and score 0) in the other
+                assert st.rank >= 0 and (st.rank > 0 or st.score == 0.0), stage_name
+            else:
+                assert st.rank >= 1, stage_name
+        assert h.reason()
+    if name in HIERARCHICAL and level == "passage":
+        lam = res.params["lam"]
+        by_doc: dict[str, tuple[float, int]] = {}
+        for h in res:
+            assert {"doc", "passage"} <= set(h.stages)
+            assert h.score == pytest.approx(h.stages["passage"].score + lam * h.stages["doc"].score, abs=1e-5)
+            doc_stage = (round(h.stages["doc"].score, 6), h.stages["doc"].rank)
+            # every passage of one document carries that document's stage score and rank
+            assert by_doc.setdefault(h.doc_id, doc_stage) == doc_stage, (h.doc_id, by_doc[h.doc_id], doc_stage)
+
+
+@pytest.mark.parametrize(("name", "level"), CASES)
+def test_results_follow_the_contract(col, store_passages, batch_results, name: str, level: str) -> None:
+    r = get_retriever(name, col)
+    assert isinstance(r, Retriever)
+    if level not in r.levels:
+        with pytest.raises(BadInputError, match=level):
+            r.search(QUERIES[0], k=K, level=level)
+        return
+    results = batch_results[(name, level)]
+    assert [res.query for res in results] == QUERIES
+    for res in results:
+        check_results(res, col, store_passages, name, level, K)
+
+    # batch_search == [search(q) for q]; the same query twice gives the same answer
+    for i in (0, 3):
+        single = r.search(QUERIES[i], k=K, level=level)
+        again = r.search(QUERIES[i], k=K, level=level)
+        key = [(h.passage_id, h.doc_id) for h in single]
+        assert key == [(h.passage_id, h.doc_id) for h in again]
+        assert [h.score for h in single] == [h.score for h in again]
+        assert key == [(h.passage_id, h.doc_id) for h in results[i]]
+        assert [h.score for h in single] == pytest.approx([h.score for h in results[i]], abs=1e-5)
+
+
+@pytest.mark.parametrize(("name", "level"), CASES)
+def test_k_is_respected(col, store_passages, name: str, level: str) -> None:
+    r = get_retriever(name, col)
+    if level not in r.levels:
+        with pytest.raises(BadInputError, match="returns levels"):
+            r.search("volcano", k=1, level=level)
+        return
+    q = helpers.TOPIC_QUERIES["volcanoes"]
+    one, three, every = r.batch_search([q], k=1, level=level)[0], r.search(q, k=3, level=level), r.search(q, k=MAX_K, level=level)
+    assert len(one) == 1 and len(three) == 3
+    assert one[0].doc_id == three[0].doc_id == every[0].doc_id == "volcanoes"
+    total = col.n_passages if level == "passage" else col.n_docs
+    assert len(every) <= total
+    if name in ("dense", "dhr", "dhr-parallel") or (name == "hybrid" and level == "doc"):
+        assert len(every) == total  # dense scores every passage (k1=100 covers all six documents)
+    check_results(every, col, store_passages, name, level, MAX_K)
+
+
+@pytest.mark.parametrize("name", ["bm25", "dense", "dhr", "hybrid", "dhr-parallel", "bm25-dhr", "bm25-doc"])
+def test_a_topic_query_finds_its_document_first(batch_results, name: str) -> None:
+    for level in LEVELS:
+        if (name, level) not in batch_results:
+            continue
+        top = [res[0].doc_id for res in batch_results[(name, level)]]
+        assert top == BASE_IDS, (name, level)
+
+
+def test_section_query_finds_the_section(col) -> None:
+    q = "shield volcanoes with broad gentle slopes of basaltic lava"
+    for name in ("bm25", "dense", "dhr", "hybrid"):
+        hit = get_retriever(name, col).search(q, k=1)[0]
+        assert hit.passage_id is not None
+        assert hit.section_path == ("Types of volcanoes", "Shield volcanoes"), name
+        assert hit.breadcrumb() == "Volcanoes › Types of volcanoes › Shield volcanoes"
+
+
+@pytest.mark.parametrize("name", RETRIEVERS)
+def test_queries_without_known_words_do_not_fail(col, store_passages, name: str) -> None:
+    r = get_retriever(name, col)
+    extra = [{"fusion": "interp"}] if name == "hybrid" else []
+    for params in [{}, *extra]:
+        for level in r.levels:
+            results = r.batch_search(["zzqxv wwkkj", "the and of"], k=K, level=level, **params)
+            for res in results:
+                check_results(res, col, store_passages, name, level, K)
+                if name.startswith("bm25"):
+                    assert len(res) == 0  # BM25 returns only texts with a positive score
+                else:
+                    assert len(res) == K  # dense scores everything
+
+
+@pytest.mark.parametrize("name", RETRIEVERS)
+def test_bad_queries_and_k_are_refused(col, name: str) -> None:
+    r = get_retriever(name, col)
+    for q in ("", "   ", "\n\t", "x" * (MAX_QUERY_CHARS + 1)):
+        with pytest.raises(BadInputError):
+            r.search(q)
+        with pytest.raises(BadInputError):
+            r.batch_search(["fine query", q])
+    for k in (0, -1, MAX_K + 1, 10**9, True, 2.5, "3"):
+        with pytest.raises(BadInputError, match="k"):
+            r.search("volcano", k=k)
+    with pytest.raises(BadInputError, match="section"):
+        r.search("volcano", level="section")
+
+
+@pytest.mark.parametrize("name", RETRIEVERS)
+def test_unknown_parameters_are_refused(col, name: str) -> None:
+    r = get_retriever(name, col)
+    with pytest.raises(BadInputError, match="no_such_param"):
+        r.search("volcano", no_such_param=1)
+    with pytest.raises(BadInputError, match="no_such_param"):
+        get_retriever(name, col, no_such_param=1)
+    # None means "use the default", as the CLI and the API pass it
+    assert len(r.search("volcano", k=2, **{p: None for p in r.param_spec})) >= 1
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("dhr", {"lam": -1}),
+        ("dhr", {"lam": "heavy"}),
+        ("dhr", {"k1": 0}),
+        ("dhr", {"k1": "many"}),
+        ("dhr", {"doc_stage": "nope"}),
+        ("dhr-parallel", {"depth": 0}),
+        ("dhr-parallel", {"doc_stage": "fused2"}),
+        ("bm25-dhr", {"k1": -3}),
+        ("hybrid", {"fusion": "max"}),
+        ("hybrid", {"alpha": 1.5}),
+        ("bm25", {"depth": -1}),
+        ("dense", {"depth": 0}),
+    ],
+)
+def test_bad_parameter_values_are_refused(col, name: str, params: dict) -> None:
+    key = next(iter(params))
+    match = "document stage" if key == "doc_stage" else key  # the message names what is wrong
+    with pytest.raises(BadInputError, match=match):
+        get_retriever(name, col).search("volcano", **params)
+    with pytest.raises(BadInputError, match=match):
+        get_retriever(name, col, **params)
+
+
+def test_unknown_retriever_lists_the_valid_names(col) -> None:
+    with pytest.raises(BadInputError) as exc:
+        get_retriever("bm26", col)
+    msg = str(exc.value)
+    assert "'bm26'" in msg
+    for name in RETRIEVERS:
+        assert name in msg
+
+
+def test_parameters_change_the_answer(col) -> None:
+    q = helpers.TOPIC_QUERIES["jazz"]
+    dhr = get_retriever("dhr", col)
+    assert {h.doc_id for h in dhr.search(q, k=20, k1=1)} == {"jazz"}
+    assert len({h.doc_id for h in dhr.search(q, k=20, k1=3)}) == 3
+    res = dhr.search(q, k=3, lam=0.0)
+    assert [h.score for h in res] == pytest.approx([h.stages["passage"].score for h in res], abs=1e-6)
+    assert res.params["lam"] == 0.0 and res.params["k1"] == 100 and res.params["doc_stage"] == "summary"
+    hy = get_retriever("hybrid", col, fusion="interp", alpha=1.0)
+    dense = get_retriever("dense", col).search(q, k=3)
+    assert [h.passage_id for h in hy.search(q, k=3)] == [h.passage_id for h in dense]

@@ -1,0 +1,223 @@
+"""DHR against a brute-force numpy reference, and every document stage on the tiny collection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import helpers
+import numpy as np
+import pytest
+
+from hiera.collection import Collection
+from hiera.encode import resolve_model_path
+from hiera.retrieve import get_retriever
+from hiera.retrieve.docstage import DOC_STAGES, score_all_docs, score_docs
+
+BASE_IDS = [d.id for d in helpers.make_docs()]
+ATOL = 1e-2  # index vectors are stored as float16
+
+
+@dataclass
+class Reference:
+    """Everything DHR computes, recomputed from the store texts with the model itself."""
+
+    doc_ids: list[str]
+    passage_ids: list[str]
+    passage_doc: np.ndarray  # document position of each passage
+    D: np.ndarray  # document summary vectors
+    P: np.ndarray  # passage (titled text) vectors
+    model: object
+    _queries: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def query(self, q: str) -> np.ndarray:
+        if q not in self._queries:
+            vec = self.model.encode([q], normalize_embeddings=True, convert_to_numpy=True)[0]
+            self._queries[q] = vec.astype(np.float32)
+        return self._queries[q]
+
+    def dhr(self, qv: np.ndarray, k1: int, lam: float) -> tuple[list[str], dict[str, float]]:
+        ds = self.D @ qv
+        order = sorted(range(len(ds)), key=lambda i: (-ds[i], i))
+        chosen = order[:k1]
+        ps = self.P @ qv
+        scores = {
+            pid: float(ps[i] + lam * ds[self.passage_doc[i]])
+            for i, pid in enumerate(self.passage_ids)
+            if self.passage_doc[i] in chosen
+        }
+        return [self.doc_ids[i] for i in chosen], scores
+
+
+@pytest.fixture(scope="module")
+def ref(col: Collection) -> Reference:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
+    docs = list(col.store.iter_docs())
+    passages = [p for _, p in col.store.iter_passages()]
+    pos = {d.id: i for i, d in enumerate(docs)}
+    sep = col.store.rules.title_sep
+
+    def enc(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+
+    return Reference(
+        doc_ids=[d.id for d in docs],
+        passage_ids=[p.id for p in passages],
+        passage_doc=np.array([pos[p.doc_id] for p in passages]),
+        D=enc([d.summary for d in docs]),
+        P=enc([p.titled_text(sep) for p in passages]),
+        model=model,
+    )
+
+
+def assert_ranking(hits, ref_scores: dict[str, float], k: int, atol: float = ATOL) -> None:
+    """Same ids in the same order as the reference, up to swaps of near-ties; scores within atol."""
+    want = sorted(ref_scores.items(), key=lambda kv: -kv[1])[:k]
+    assert len(hits) == len(want)
+    for h, (pid, score) in zip(hits, want, strict=True):
+        assert h.passage_id in ref_scores, h.passage_id
+        assert h.score == pytest.approx(ref_scores[h.passage_id], abs=atol)
+        if h.passage_id != pid:  # only a near-tie may be ordered differently
+            assert abs(ref_scores[h.passage_id] - score) < atol, (h.passage_id, pid)
+
+
+def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection, ref: Reference) -> None:
+    assert [d.id for d in col.docs_at(range(col.n_docs))] == ref.doc_ids
+    assert [p.id for p in col.passages_at(range(col.n_passages))] == ref.passage_ids
+    np.testing.assert_allclose(col.passage_vectors.astype(np.float32), ref.P, atol=2e-3)
+    np.testing.assert_allclose(col.doc_vectors.astype(np.float32), ref.D, atol=2e-3)
+
+
+@pytest.mark.parametrize(("lam", "k1"), [(1.0, 100), (1.0, 2), (0.5, 3), (2.0, 1), (0.0, 1), (0.0, 6), (1.0, 6)])
+def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, lam: float, k1: int) -> None:
+    dhr = get_retriever("dhr", col)
+    queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[:4]] + ["lava and jazz saxophone"]
+    for q, res in zip(queries, dhr.batch_search(queries, k=8, lam=lam, k1=k1, doc_stage="summary"), strict=True):
+        chosen, scores = ref.dhr(ref.query(q), k1, lam)
+        assert {h.doc_id for h in res} <= set(chosen)
+        if k1 == 1:
+            assert {h.doc_id for h in res} == {chosen[0]}  # only the best document's passages
+        assert_ranking(res.hits, scores, 8)
+        for h in res:
+            assert h.stages["doc"].rank == chosen.index(h.doc_id) + 1
+
+
+def test_dhr_with_lambda_zero_over_all_documents_is_flat_dense(col: Collection) -> None:
+    q = helpers.TOPIC_QUERIES["roman-empire"]
+    a = get_retriever("dhr", col).search(q, k=10, lam=0.0, k1=col.n_docs)
+    b = get_retriever("dense", col).search(q, k=10)
+    assert [h.passage_id for h in a] == [h.passage_id for h in b]
+    np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=2e-3)
+
+
+def test_dhr_doc_level_is_the_document_ranking(col: Collection, ref: Reference) -> None:
+    queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
+    results = get_retriever("dhr", col).batch_search(queries, k=6, level="doc")
+    for doc_id, q, res in zip(BASE_IDS, queries, results, strict=True):
+        ds = ref.D @ ref.query(q)
+        assert res[0].doc_id == doc_id
+        got = {h.doc_id: h.score for h in res}
+        assert set(got) == set(ref.doc_ids)
+        for i, d in enumerate(ref.doc_ids):
+            assert got[d] == pytest.approx(float(ds[i]), abs=ATOL)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 1.0, 3.0])
+def test_dhr_parallel_equals_the_formula_over_all_documents(col: Collection, ref: Reference, lam: float) -> None:
+    queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[3:]] + ["lava and jazz saxophone"]
+    results = get_retriever("dhr-parallel", col).batch_search(queries, k=10, lam=lam, doc_stage="summary")
+    for q, res in zip(queries, results, strict=True):
+        _, scores = ref.dhr(ref.query(q), len(ref.doc_ids), lam)
+        assert len(scores) == col.n_passages
+        assert_ranking(res.hits, scores, 10)
+
+
+def test_bm25_dhr_only_returns_passages_of_the_top_bm25_documents(col: Collection) -> None:
+    q = "volcano lava eruption and chess knight"
+    bm = get_retriever("bm25-dhr", col)
+    dscores = col.bm25_docs.scores(q)
+    order = [int(i) for i in np.argsort(-dscores, kind="stable") if dscores[i] > 0]
+    assert len(order) >= 2
+    doc_ids = [d.id for d in col.docs_at(order)]
+    pscores = col.bm25_passages.scores(q)
+    for k1 in (1, 2, 3):
+        lam = 0.7
+        res = bm.search(q, k=10, k1=k1, lam=lam)
+        assert {h.doc_id for h in res} <= set(doc_ids[:k1])
+        if k1 == 1:
+            assert {h.doc_id for h in res} == {doc_ids[0]}
+        # the reference: BM25 scores divided by the best document / best candidate passage
+        chosen = set(order[:k1])
+        cand = [i for i in range(col.n_passages) if int(col.passage_doc[i]) in chosen]
+        top = max(pscores[cand])
+        want = {
+            col.passages_at([i])[0].id: pscores[i] / top + lam * dscores[col.passage_doc[i]] / dscores[order[0]]
+            for i in cand
+        }
+        assert_ranking(res.hits, want, 10, atol=1e-4)
+        assert res[0].stages["doc"].score <= 1.0 + 1e-6
+        assert max(h.stages["doc"].score for h in res) == pytest.approx(1.0)
+    doc_res = bm.search(q, k=3, level="doc")
+    assert [h.doc_id for h in doc_res] == doc_ids[:3]
+    assert doc_res[0].score == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("stage", DOC_STAGES)
+def test_every_doc_stage_ranks_the_on_topic_document_first(col: Collection, stage: str) -> None:
+    queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
+    for name in ("dhr", "dhr-parallel"):  # top-k1 (score_docs) and all documents (score_all_docs)
+        results = get_retriever(name, col).batch_search(queries, k=6, level="doc", doc_stage=stage)
+        for doc_id, res in zip(BASE_IDS, results, strict=True):
+            assert res[0].doc_id == doc_id, (name, stage, res.query)
+            scores = [h.score for h in res]
+            assert all(-1.0 - 1e-5 <= s <= 1.0 + 1e-5 for s in scores), (name, stage, scores)
+            if stage in ("bm25", "bm25-passage-max", "fused"):
+                assert scores[0] == pytest.approx(1.0)  # divided by the best document
+                # top-k1 keeps only matching documents; the all-documents view scores the rest 0
+                assert all(s > 0 if name == "dhr" else s >= 0 for s in scores)
+    # and the passage level uses it: the first passage comes from the on-topic document
+    top = get_retriever("dhr", col).batch_search(queries, k=1, doc_stage=stage, k1=2)
+    assert [r[0].doc_id for r in top] == BASE_IDS, stage
+
+
+@pytest.mark.parametrize("stage", DOC_STAGES)
+def test_doc_stage_scorers_directly(col: Collection, ref: Reference, stage: str) -> None:
+    q = "lava and jazz saxophone"
+    qv = ref.query(q)
+    ctx = {"qp": qv, "qd": qv}
+    pos, sc = score_docs(col, stage, q, ctx, col.n_docs)
+    full = score_all_docs(col, stage, q, ctx)
+    assert full.shape == (col.n_docs,)
+    assert np.all(np.diff(sc) <= 1e-7) and np.all(np.abs(sc) <= 1 + 1e-5)
+    # both views agree (summary: FAISS float32 vectors vs the float16 matrix)
+    np.testing.assert_allclose(full[pos], sc, atol=1e-3)
+    top2 = {d.id for d in col.docs_at(pos[:2])}
+    assert top2 == {"volcanoes", "jazz"}, (stage, top2)
+    # k1 cuts the same ranking
+    pos1, sc1 = score_docs(col, stage, q, ctx, 1)
+    assert pos1.tolist() == pos[:1].tolist()
+
+    ps = ref.P @ qv
+    expect = None
+    if stage == "summary":
+        expect = ref.D @ qv
+    elif stage == "mean":
+        means = np.stack([ref.P[ref.passage_doc == i].mean(axis=0) for i in range(len(ref.doc_ids))])
+        expect = (means / np.linalg.norm(means, axis=1, keepdims=True)) @ qv
+    elif stage == "passage-max":
+        expect = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
+    if expect is not None:
+        np.testing.assert_allclose(full, expect, atol=ATOL)
+
+
+def test_mean_vectors_are_normalized_passage_means(col: Collection, ref: Reference) -> None:
+    P = col.passage_vectors.astype(np.float32)
+    off = col.doc_offsets
+    for i in range(col.n_docs):
+        m = P[off[i] : off[i + 1]].mean(axis=0)
+        np.testing.assert_allclose(col.doc_mean_vectors[i].astype(np.float32), m / np.linalg.norm(m), atol=2e-3)
+        r = ref.P[ref.passage_doc == i].mean(axis=0)
+        np.testing.assert_allclose(col.doc_mean_vectors[i].astype(np.float32), r / np.linalg.norm(r), atol=ATOL)
+    norms = np.linalg.norm(col.doc_mean_vectors.astype(np.float32), axis=1)
+    np.testing.assert_allclose(norms, 1.0, atol=2e-3)
