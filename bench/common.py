@@ -53,3 +53,20 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     path = OUT / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def ensure_collection(root: Path, sources: list[tuple[list[Path], str]], rules: Any = None, options: Any = None) -> None:
+    """Ingest ``sources`` and build once; reruns reuse the collection (and the embedding cache)."""
+    from hiera.corpus.ingest import ingest
+    from hiera.corpus.store import STORE_FILE
+    from hiera.index.build import build, live_build_dir
+
+    if not (root / STORE_FILE).exists():
+        for paths, fmt in sources:
+            t = time.perf_counter()
+            rep = ingest(paths, fmt, root, rules=rules)
+            print(f"ingested {fmt}: {rep.documents} documents, {rep.passages} passages ({time.perf_counter() - t:.1f}s)")
+    if live_build_dir(root) is None:
+        t = time.perf_counter()
+        build(root, options)
+        print(f"built {root} in {time.perf_counter() - t:.1f}s")

@@ -348,6 +348,10 @@ def _paragraphs(text: str, boilerplate: bool) -> list[str]:
             if any(c.isalnum() for c in stripped):
                 lines.append(stripped)
         para = _tidy(" ".join(lines))
+        # In boilerplate sections a lone "Books:" / "Further reading:" line is
+        # the label of a list we dropped, not prose.
+        if boilerplate and para.endswith(":") and len(para.split()) <= 4:
+            continue
         if any(c.isalnum() for c in para):
             out.append(para)
     return out
