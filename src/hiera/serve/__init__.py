@@ -1,0 +1,24 @@
+"""HTTP serving: a JSON search API and a single-page web UI over one collection.
+
+``create_app(root)`` builds the FastAPI application; ``hiera serve DIR`` runs
+it with uvicorn. The collection and every retriever are opened once per
+process, so a request only pays for its own search.
+
+``create_app`` is imported lazily: every ``hiera`` command imports
+``hiera.serve.cli`` to register ``serve``, and none but ``serve`` should pay
+for importing FastAPI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from hiera.serve.api import create_app
+
+        return create_app
+    raise AttributeError(f"module 'hiera.serve' has no attribute {name!r}")

@@ -1,0 +1,415 @@
+/* hiera web page: plain DOM, no build step, no network beyond this server.
+ *
+ * Every piece of text from the API goes into the page through textContent or
+ * text nodes, never innerHTML, so a passage containing markup shows as text.
+ */
+"use strict";
+
+(function () {
+  const $ = (sel) => document.querySelector(sel);
+  const HIERARCHICAL = new Set(["dhr", "dhr-parallel", "bm25-dhr"]);
+  // Longer function words that would light up half of every passage. Words of
+  // one or two characters are skipped anyway.
+  const STOP = new Set(("the and for are was were what which who whom whose when where why how that this these " +
+    "those with from into onto than then there their they them does did has have had not but you your its " +
+    "can could would should will shall may might been being about after before over under between during").split(" "));
+  const WORD = /([\p{L}\p{N}]+)/u;
+
+  const state = { health: null, seq: 0, results: null, hitPaths: new Map(), terms: [], openDoc: null };
+
+  // -- small helpers ---------------------------------------------------------
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function showError(msg) {
+    const box = $("#error");
+    box.textContent = msg;
+    box.hidden = !msg;
+  }
+
+  async function getJSON(url) {
+    let resp;
+    try {
+      resp = await fetch(url, { headers: { Accept: "application/json" } });
+    } catch (e) {
+      throw new Error("cannot reach the server (" + e.message + ")");
+    }
+    let body = null;
+    try { body = await resp.json(); } catch (e) { body = null; }
+    if (!resp.ok) {
+      const detail = body && body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : resp.statusText;
+      const err = new Error(detail + " (HTTP " + resp.status + ")");
+      err.status = resp.status;
+      throw err;
+    }
+    return body;
+  }
+
+  // -- highlighting ----------------------------------------------------------
+  function queryTerms(q) {
+    const out = [];
+    for (const w of String(q).toLowerCase().split(WORD)) {
+      const keep = w.length > 2 || /^\p{N}+$/u.test(w); // "50" matters, "of" does not
+      if (WORD.test(w) && keep && !STOP.has(w) && !out.includes(w)) out.push(w);
+    }
+    return out;
+  }
+
+  function matches(word, terms) {
+    const w = word.toLowerCase();
+    for (const t of terms) {
+      if (w === t) return true;
+      // cheap plural/verb-form match: "teams" for "team", "played" for "play"
+      if (t.length >= 4 && w.startsWith(t) && w.length - t.length <= 3) return true;
+      if (w.length >= 4 && t.startsWith(w) && t.length - w.length <= 3) return true;
+    }
+    return false;
+  }
+
+  /* A fragment with `text` as text nodes and matched words wrapped in <mark>. */
+  function highlight(text, terms) {
+    const frag = document.createDocumentFragment();
+    const parts = String(text).split(WORD);
+    let buf = "";
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i];
+      if (i % 2 === 1 && terms.length && matches(part, terms)) {
+        if (buf) { frag.appendChild(document.createTextNode(buf)); buf = ""; }
+        frag.appendChild(el("mark", null, part));
+      } else {
+        buf += part;
+      }
+    }
+    if (buf) frag.appendChild(document.createTextNode(buf));
+    return frag;
+  }
+
+  // -- score bars ------------------------------------------------------------
+  function scoreBar(label, score, max, rank, cls) {
+    const wrap = el("span", "bar " + (cls || ""));
+    wrap.title = label + " score " + score.toFixed(4) + (rank ? " (rank " + rank + ")" : "");
+    wrap.appendChild(el("span", "bar-label", label));
+    const track = el("span", "bar-track");
+    const fill = el("span", "bar-fill");
+    const frac = max > 0 ? Math.max(0, Math.min(1, score / max)) : 0;
+    fill.style.width = (frac * 100).toFixed(1) + "%";
+    track.appendChild(fill);
+    wrap.appendChild(track);
+    wrap.appendChild(el("span", "bar-value", score.toFixed(3)));
+    return wrap;
+  }
+
+  function stageMaxima(hits) {
+    const max = { __final: 0 };
+    for (const h of hits) {
+      max.__final = Math.max(max.__final, h.score);
+      for (const [name, s] of Object.entries(h.stages || {})) max[name] = Math.max(max[name] || 0, s.score);
+    }
+    return max;
+  }
+
+  // -- results ---------------------------------------------------------------
+  function groupByDocument(hits) {
+    const groups = new Map();
+    for (const h of hits) {
+      if (!groups.has(h.doc_id)) groups.set(h.doc_id, { doc_id: h.doc_id, title: h.title, hits: [] });
+      groups.get(h.doc_id).hits.push(h);
+    }
+    return [...groups.values()];
+  }
+
+  function breadcrumb(hit) {
+    const bc = el("div", "breadcrumb");
+    const parts = [hit.title, ...(hit.section_path || [])];
+    parts.forEach((p, i) => {
+      if (i) bc.appendChild(el("span", "sep", " › ")); // spaces: copied text reads "A › B"
+      bc.appendChild(el("span", i === 0 ? "crumb crumb-doc" : "crumb", p));
+    });
+    if (!hit.section_path || !hit.section_path.length) bc.appendChild(el("span", "crumb crumb-lead", " (lead)"));
+    return bc;
+  }
+
+  function renderHit(hit, max, terms) {
+    const box = el("article", "hit");
+    box.dataset.passageId = hit.passage_id || "";
+    const head = el("div", "hit-head");
+    head.appendChild(el("span", "rank", "#" + hit.rank));
+    head.appendChild(breadcrumb(hit));
+    box.appendChild(head);
+    const text = el("p", "hit-text");
+    text.appendChild(highlight(hit.text || "", terms));
+    box.appendChild(text);
+    const bars = el("div", "bars");
+    for (const [name, s] of Object.entries(hit.stages || {})) {
+      bars.appendChild(scoreBar(name, s.score, max[name] || 0, s.rank, "bar-" + name));
+    }
+    bars.appendChild(scoreBar("final", hit.score, max.__final, hit.rank, "bar-final"));
+    box.appendChild(bars);
+    box.appendChild(el("div", "reason", hit.reason || ""));
+    return box;
+  }
+
+  function renderResults(res, container) {
+    container = container || $("#results");
+    container.textContent = "";
+    const terms = queryTerms(res.query);
+    state.terms = terms;
+    state.hitPaths = new Map();
+    const max = stageMaxima(res.hits);
+    for (const g of groupByDocument(res.hits)) {
+      const paths = new Set(g.hits.map((h) => JSON.stringify(h.section_path || [])));
+      state.hitPaths.set(g.doc_id, { paths, passages: new Set(g.hits.map((h) => h.passage_id)) });
+      const group = el("section", "doc-group");
+      group.dataset.docId = g.doc_id;
+      const head = el("header", "doc-head");
+      const title = el("button", "doc-title", g.title);
+      title.type = "button";
+      title.title = "show the table of contents of " + g.title;
+      title.addEventListener("click", () => openDocument(g.doc_id));
+      head.appendChild(title);
+      const doc = g.hits[0].stages && g.hits[0].stages.doc;
+      if (doc) head.appendChild(scoreBar("document", doc.score, max.doc || 0, doc.rank, "bar-doc"));
+      head.appendChild(el("span", "doc-count", g.hits.length + (g.hits.length === 1 ? " hit" : " hits")));
+      group.appendChild(head);
+      for (const h of g.hits) group.appendChild(renderHit(h, max, terms));
+      container.appendChild(group);
+    }
+    $("#empty").hidden = res.hits.length > 0;
+  }
+
+  function renderTimings(res, roundTripMs, serverMs) {
+    const box = $("#timings");
+    box.textContent = "";
+    box.appendChild(el("span", "t-label", res.hits.length + " hits · " + res.retriever + " · " + res.level));
+    for (const step of res.trace || []) {
+      const chip = el("span", "chip", step.name + " " + step.ms.toFixed(1) + " ms");
+      chip.title = JSON.stringify(step.detail || {});
+      box.appendChild(chip);
+    }
+    box.appendChild(el("span", "chip chip-total", "search " + res.took_ms.toFixed(1) + " ms"));
+    if (serverMs) box.appendChild(el("span", "chip chip-total", "server " + serverMs + " ms"));
+    box.appendChild(el("span", "chip chip-total", "round trip " + roundTripMs.toFixed(0) + " ms"));
+    if (res.ignored && res.ignored.length) {
+      box.appendChild(el("span", "chip chip-note", "not used by " + res.retriever + ": " + res.ignored.join(", ")));
+    }
+    box.hidden = false;
+  }
+
+  // -- search ----------------------------------------------------------------
+  function currentParams() {
+    const name = $("#retriever").value;
+    const p = new URLSearchParams();
+    p.set("q", $("#q").value);
+    p.set("retriever", name);
+    p.set("k", $("#k").value);
+    p.set("level", $("#level").value);
+    const spec = (state.health && state.health.retriever_params[name]) || {};
+    if ("lam" in spec) p.set("lambda", $("#lambda").value);
+    if ("k1" in spec) p.set("k1", $("#k1").value);
+    if ("doc_stage" in spec && $("#doc-stage").value) p.set("doc_stage", $("#doc-stage").value);
+    if ("fusion" in spec && $("#fusion").value) p.set("fusion", $("#fusion").value);
+    return p;
+  }
+
+  async function runSearch() {
+    const q = $("#q").value;
+    if (!q.trim()) {
+      showError("Type a question first.");
+      $("#q").focus();
+      return;
+    }
+    const params = currentParams();
+    history.replaceState(null, "", "?" + params.toString());
+    const seq = ++state.seq;
+    const btn = $("#search-btn");
+    btn.disabled = true;
+    btn.textContent = "Searching…";
+    $("#results").classList.add("loading");
+    const t0 = performance.now();
+    try {
+      const resp = await fetch("search?" + params.toString(), { headers: { Accept: "application/json" } });
+      const body = await resp.json().catch(() => null);
+      if (seq !== state.seq) return; // a newer search was started
+      if (!resp.ok) {
+        const detail = body && typeof body.detail === "string" ? body.detail : resp.statusText;
+        throw new Error(detail + " (HTTP " + resp.status + ")");
+      }
+      showError("");
+      state.results = body;
+      renderResults(body);
+      renderTimings(body, performance.now() - t0, resp.headers.get("X-Process-Time-Ms"));
+      if (state.openDoc && state.hitPaths.has(state.openDoc)) openDocument(state.openDoc);
+    } catch (e) {
+      if (seq !== state.seq) return;
+      showError(e.message.startsWith("Failed to fetch") ? "cannot reach the server" : e.message);
+    } finally {
+      if (seq === state.seq) {
+        btn.disabled = false;
+        btn.textContent = "Search";
+        $("#results").classList.remove("loading");
+      }
+    }
+  }
+
+  // -- document panel --------------------------------------------------------
+  function sectionIndex(doc) {
+    const map = new Map();
+    map.set("[]", { title: "Lead", path: [], passages: doc.lead_passages || [] });
+    const walk = (nodes) => {
+      for (const n of nodes) {
+        const key = JSON.stringify(n.path);
+        if (!map.has(key)) map.set(key, { title: n.title, path: n.path, passages: [] });
+        map.get(key).passages.push(...n.passages);
+        walk(n.sections || []);
+      }
+    };
+    walk(doc.sections || []);
+    return map;
+  }
+
+  function showSection(doc, sections, key) {
+    const view = $("#section-view");
+    view.textContent = "";
+    const sec = sections.get(key);
+    if (!sec) return;
+    view.appendChild(el("h3", "section-title", [doc.title, ...sec.path].join(" › ")));
+    const hits = state.hitPaths.get(doc.id);
+    if (!sec.passages.length) view.appendChild(el("p", "muted", "This section has no text of its own."));
+    for (const p of sec.passages) {
+      const para = el("p", "passage");
+      if (hits && hits.passages.has(p.id)) para.classList.add("hit");
+      para.appendChild(highlight(p.text, state.terms));
+      view.appendChild(para);
+    }
+    for (const item of document.querySelectorAll("#toc .toc-item")) item.classList.toggle("current", item.dataset.path === key);
+  }
+
+  async function openDocument(docId) {
+    const panel = $("#panel");
+    state.openDoc = docId;
+    let doc;
+    try {
+      doc = await getJSON("documents/" + encodeURIComponent(docId));
+    } catch (e) {
+      showError(e.message);
+      return;
+    }
+    if (state.openDoc !== docId) return;
+    $("#panel-title").textContent = doc.title;
+    const summary = doc.lead && doc.lead.length ? doc.lead.join(" ") : "";
+    $("#panel-summary").textContent = summary.length > 320 ? summary.slice(0, 317) + "…" : summary;
+    const sections = sectionIndex(doc);
+    const hits = state.hitPaths.get(docId);
+    const toc = $("#toc");
+    toc.textContent = "";
+    const items = [{ depth: 1, title: "Lead", path: [] }, ...doc.toc];
+    let firstHit = null;
+    for (const t of items) {
+      const key = JSON.stringify(t.path);
+      const li = el("li", "toc-item depth-" + Math.min(t.depth, 6));
+      li.dataset.path = key;
+      li.style.paddingLeft = (0.6 + (t.depth - 1) * 1.1) + "rem";
+      const sec = sections.get(key);
+      const n = sec ? sec.passages.length : 0;
+      const link = el("button", "toc-link", t.title);
+      link.type = "button";
+      link.addEventListener("click", () => showSection(doc, sections, key));
+      li.appendChild(link);
+      li.appendChild(el("span", "toc-count", n ? String(n) : ""));
+      if (hits && hits.paths.has(key)) {
+        li.classList.add("hit");
+        if (!firstHit) firstHit = key;
+      }
+      toc.appendChild(li);
+    }
+    panel.hidden = false;
+    document.body.classList.add("panel-open");
+    showSection(doc, sections, firstHit || "[]");
+  }
+
+  function closePanel() {
+    $("#panel").hidden = true;
+    state.openDoc = null;
+    document.body.classList.remove("panel-open");
+  }
+
+  // -- controls --------------------------------------------------------------
+  function fillSelect(sel, values, selected) {
+    sel.textContent = "";
+    for (const v of values) {
+      const o = el("option", null, v);
+      o.value = v;
+      if (v === selected) o.selected = true;
+      sel.appendChild(o);
+    }
+  }
+
+  function syncControls() {
+    const name = $("#retriever").value;
+    const spec = (state.health && state.health.retriever_params[name]) || {};
+    document.querySelector(".dhr-only").hidden = !("lam" in spec || "k1" in spec);
+    document.querySelector(".doc-stage-only").hidden = !("doc_stage" in spec);
+    document.querySelector(".hybrid-only").hidden = !("fusion" in spec);
+    if ("lam" in spec) { $("#lambda").value = spec.lam; $("#lambda-val").textContent = Number(spec.lam).toFixed(1); }
+    if ("k1" in spec) $("#k1").value = spec.k1;
+    if ("doc_stage" in spec) $("#doc-stage").value = spec.doc_stage;
+    if ("fusion" in spec) $("#fusion").value = spec.fusion;
+    // a method that ranks only documents (bm25-doc) cannot be asked for passages
+    const levels = (state.health && state.health.retriever_levels[name]) || ["passage", "doc"];
+    for (const opt of $("#level").options) opt.disabled = !levels.includes(opt.value);
+    if (!levels.includes($("#level").value)) $("#level").value = levels[0];
+  }
+
+  function describeCollection(h) {
+    const s = h.stats || {};
+    const fmt = (n) => Number(n || 0).toLocaleString("en");
+    const models = Object.values(h.models || {}).map((m) => m.name);
+    const parts = [h.collection, fmt(s.documents) + " documents", fmt(s.passages) + " passages"];
+    if (models.length) parts.push([...new Set(models)].join(", "));
+    return parts.join(" · ");
+  }
+
+  async function init() {
+    $("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); runSearch(); });
+    $("#retriever").addEventListener("change", syncControls);
+    $("#lambda").addEventListener("input", () => { $("#lambda-val").textContent = Number($("#lambda").value).toFixed(1); });
+    $("#panel-close").addEventListener("click", closePanel);
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && !$("#panel").hidden) closePanel();
+      if (ev.key === "/" && document.activeElement !== $("#q")) { ev.preventDefault(); $("#q").focus(); }
+    });
+    try {
+      state.health = await getJSON("health");
+    } catch (e) {
+      showError("The server did not answer /health: " + e.message);
+      $("#collection").textContent = "no collection";
+      return;
+    }
+    const h = state.health;
+    $("#collection").textContent = describeCollection(h);
+    const url = new URLSearchParams(location.search);
+    const wanted = url.get("retriever");
+    const first = h.retrievers.includes(wanted) ? wanted : h.retrievers.includes("dhr") ? "dhr" : h.retrievers[0];
+    fillSelect($("#retriever"), h.retrievers, first);
+    fillSelect($("#doc-stage"), h.doc_stages, null);
+    fillSelect($("#fusion"), h.fusions, null);
+    syncControls();
+    for (const [key, id] of [["k", "#k"], ["level", "#level"], ["lambda", "#lambda"], ["k1", "#k1"], ["doc_stage", "#doc-stage"], ["fusion", "#fusion"]]) {
+      if (url.has(key)) $(id).value = url.get(key);
+    }
+    $("#lambda-val").textContent = Number($("#lambda").value).toFixed(1);
+    document.body.dataset.ready = "1";
+    if (url.get("q")) {
+      $("#q").value = url.get("q");
+      runSearch();
+    }
+  }
+
+  // for tests and the curious: window.hieraUI.highlight("text", ["term"])
+  window.hieraUI = { highlight, queryTerms, renderResults, groupByDocument };
+  document.addEventListener("DOMContentLoaded", init);
+})();

@@ -1,0 +1,324 @@
+"""The HTTP API through FastAPI's TestClient, on the tiny collection of conftest.py."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+import hiera
+from hiera.retrieve import RETRIEVERS
+
+HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "breadcrumb", "reason"}
+BEES = "What do worker bees do in the hive?"
+GIANTS = "Which planets are the gas giants made of hydrogen?"
+
+
+@pytest.fixture(scope="module")
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as c:  # runs the lifespan: warm-up before the first request
+        yield c
+
+
+def _search(client: TestClient, **params: Any) -> dict[str, Any]:
+    r = client.get("/search", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# -- /search ----------------------------------------------------------------------
+class TestSearch:
+    def test_dhr_hits_carry_every_field(self, client: TestClient) -> None:
+        r = client.get("/search", params={"q": BEES, "k": 5})
+        assert r.status_code == 200
+        assert float(r.headers["X-Process-Time-Ms"]) >= 0
+        body = r.json()
+        assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
+        assert body["took_ms"] > 0
+        assert body["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "summary"}
+        hits = body["hits"]
+        assert len(hits) == 5
+        assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
+        assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+        for h in hits:
+            assert set(h) == HIT_FIELDS
+            assert set(h["stages"]) == {"doc", "passage"}
+            for stage in h["stages"].values():
+                assert set(stage) == {"score", "rank"} and stage["rank"] >= 1
+            # DHR's final score is passage + λ · document.
+            assert h["score"] == pytest.approx(h["stages"]["passage"]["score"] + h["stages"]["doc"]["score"], abs=1e-5)
+            assert h["passage_id"].startswith(h["doc_id"] + "#")
+            assert h["breadcrumb"] == " › ".join([h["title"], *h["section_path"]])
+            assert h["reason"].startswith("doc ")
+        top = hits[0]
+        assert top["doc_id"] == "honey_bee" and top["title"] == "Honey bee"
+        assert top["section_path"] == ["Colony", "Workers"]
+        assert top["stages"]["doc"]["rank"] == 1
+        assert "Worker bees are sterile females" in top["text"]
+        assert [s["name"] for s in body["trace"]][-1] == "passage-stage"
+        assert all(s["ms"] >= 0 for s in body["trace"])
+
+    def test_nested_section_path(self, client: TestClient) -> None:
+        top = _search(client, q=GIANTS, k=3)["hits"][0]
+        assert top["doc_id"] == "solar_system"
+        assert top["section_path"] == ["Planets", "Outer planets", "Gas giants"]
+        assert top["breadcrumb"] == "Solar System › Planets › Outer planets › Gas giants"
+
+    def test_lambda_and_k1_reach_dhr(self, client: TestClient) -> None:
+        body = _search(client, q=BEES, k=4, **{"lambda": 0.0}, k1=1)
+        assert body["params"]["lam"] == 0.0 and body["params"]["k1"] == 1
+        for h in body["hits"]:
+            assert h["score"] == pytest.approx(h["stages"]["passage"]["score"], abs=1e-6)
+            assert h["doc_id"] == "honey_bee"  # k1=1: only the best document's passages
+        assert len(body["hits"]) == 4
+
+    def test_level_doc(self, client: TestClient) -> None:
+        body = _search(client, q=BEES, k=10, level="doc")
+        assert body["level"] == "doc"
+        ids = [h["doc_id"] for h in body["hits"]]
+        assert len(ids) == len(set(ids)) == 5  # every document once, no more than exist
+        assert ids[0] == "honey_bee"
+        assert all(set(h["stages"]) == {"doc"} for h in body["hits"])
+
+    @pytest.mark.parametrize("name", RETRIEVERS)
+    def test_every_retriever_answers(self, client: TestClient, name: str) -> None:
+        body = _search(client, q=BEES, k=3, retriever=name)
+        assert body["retriever"] == name
+        assert body["hits"] and body["hits"][0]["doc_id"] == "honey_bee"
+
+    def test_ui_defaults_for_other_methods_are_ignored(self, client: TestClient) -> None:
+        body = _search(client, q=BEES, k=3, retriever="bm25", **{"lambda": 2.0}, k1=5, doc_stage="mean", fusion="rrf")
+        assert body["retriever"] == "bm25"
+        assert "lam" not in body["params"] and "k1" not in body["params"]
+        assert body["ignored"] == ["doc_stage", "fusion", "k1", "lambda"]
+        hybrid = _search(client, q=BEES, k=3, retriever="hybrid", fusion="interp", **{"lambda": 2.0})
+        assert hybrid["params"]["fusion"] == "interp" and hybrid["ignored"] == ["lambda"]
+        assert set(hybrid["hits"][0]["stages"]) == {"bm25", "dense"}
+
+    def test_doc_stage_parameter(self, client: TestClient) -> None:
+        body = _search(client, q=BEES, k=2, doc_stage="bm25")
+        assert body["params"]["doc_stage"] == "bm25"
+        assert body["trace"][1]["detail"]["stage"] == "bm25" or "bm25" in str(body["trace"])
+
+
+class TestSearchRejects:
+    @pytest.mark.parametrize(
+        "params, status, words",
+        [
+            ({"q": ""}, 422, "empty"),
+            ({"q": "   \t "}, 422, "empty"),
+            ({}, 422, "q: field required"),
+            ({"q": "bees", "k": 0}, 422, "between 1 and 1000"),
+            ({"q": "bees", "k": 1001}, 422, "between 1 and 1000"),
+            ({"q": "bees", "k": -3}, 422, "between 1 and 1000"),
+            ({"q": "bees", "k": "ten"}, 422, "k: input should be a valid integer"),
+            ({"q": "x" * 2001}, 422, "2001 characters"),
+            ({"q": "bees", "lambda": -1}, 400, "must be a number >= 0"),
+            ({"q": "bees", "lambda": "abc"}, 422, "lambda: input should be a valid number"),
+            ({"q": "bees", "lambda": "inf"}, 422, "finite"),
+            ({"q": "bees", "lambda": "nan"}, 422, "finite"),
+            ({"q": "bees", "k1": 0}, 400, "positive integer"),
+            ({"q": "bees", "level": "chapter"}, 422, "level:"),
+            ({"q": "bees", "doc_stage": "nope"}, 400, "unknown document stage"),
+            ({"q": "bees", "retriever": "hybrid", "fusion": "max"}, 400, "fusion"),
+            ({"q": "bees", "retriever": "bm25-doc", "level": "passage"}, 400, "levels"),
+        ],
+    )
+    def test_bad_input(self, client: TestClient, params: dict[str, Any], status: int, words: str) -> None:
+        r = client.get("/search", params=params)
+        assert r.status_code == status, r.text
+        detail = r.json()["detail"]
+        assert isinstance(detail, str), "the web page shows detail as a sentence"
+        assert words in detail.lower()
+
+    def test_limit_is_exactly_2000_characters(self, client: TestClient) -> None:
+        assert client.get("/search", params={"q": "bee " * 500, "k": 1}).status_code == 200
+
+    def test_unknown_retriever_lists_valid_names(self, client: TestClient) -> None:
+        r = client.get("/search", params={"q": "bees", "retriever": "colbert"})
+        assert r.status_code == 400
+        detail = r.json()["detail"]
+        assert "colbert" in detail
+        for name in RETRIEVERS:
+            assert name in detail
+
+
+# -- /documents ---------------------------------------------------------------------
+class TestDocuments:
+    def test_title_tree(self, client: TestClient) -> None:
+        r = client.get("/documents/solar_system")
+        assert r.status_code == 200
+        d = r.json()
+        assert d["id"] == "solar_system" and d["title"] == "Solar System"
+        assert d["summary"].startswith("Solar System\nThe Solar System is the Sun")
+        assert d["lead"] == ["The Solar System is the Sun and the objects that orbit it, held together by gravity."]
+        assert d["lead_passages"] == [{"id": "solar_system#0", "text": d["lead"][0]}]
+        assert d["toc"] == [
+            {"depth": 1, "title": "Planets", "path": ["Planets"]},
+            {"depth": 2, "title": "Inner planets", "path": ["Planets", "Inner planets"]},
+            {"depth": 2, "title": "Outer planets", "path": ["Planets", "Outer planets"]},
+            {"depth": 3, "title": "Gas giants", "path": ["Planets", "Outer planets", "Gas giants"]},
+            {"depth": 3, "title": "Ice giants", "path": ["Planets", "Outer planets", "Ice giants"]},
+            {"depth": 1, "title": "Formation", "path": ["Formation"]},
+        ]
+        planets = d["sections"][0]
+        assert (planets["title"], planets["level"], planets["path"]) == ("Planets", 1, ["Planets"])
+        assert [p["id"] for p in planets["passages"]] == ["solar_system#1"]
+        outer = planets["sections"][1]
+        assert outer["passages"] == []  # a heading without text of its own
+        gas = outer["sections"][0]
+        assert gas["level"] == 3
+        assert gas["passages"][0]["text"].startswith("Jupiter and Saturn")
+        assert d["categories"] == ["Astronomy"]
+        assert len(d["links"]) == 200 and d["links_total"] == 250
+        assert "other_passages" not in d
+
+    def test_every_passage_placed_once_even_with_duplicate_titles(self, client: TestClient) -> None:
+        d = client.get("/documents/chess").json()
+        notes = [s for s in d["sections"] if s["title"] == "Notes"]
+        assert len(notes) == 2
+        assert "fifty-move" in notes[0]["passages"][0]["text"] and len(notes[0]["passages"]) == 1
+        assert "threefold" in notes[1]["passages"][0]["text"] and len(notes[1]["passages"]) == 1
+
+        def ids(nodes: list[dict[str, Any]]) -> list[str]:
+            return [p["id"] for n in nodes for p in n["passages"]] + [i for n in nodes for i in ids(n["sections"])]
+
+        placed = [p["id"] for p in d["lead_passages"]] + ids(d["sections"])
+        assert sorted(placed) == sorted(f"chess#{i}" for i in range(8))
+
+    def test_id_with_a_slash_and_lookup_by_title(self, client: TestClient) -> None:
+        r = client.get("/documents/" + quote("AC/DC", safe=""))
+        assert r.status_code == 200 and r.json()["id"] == "AC/DC"
+        r = client.get("/documents/AC/DC")
+        assert r.status_code == 200 and r.json()["title"] == "AC/DC"
+        r = client.get("/documents/" + quote("Honey bee"))
+        assert r.status_code == 200 and r.json()["id"] == "honey_bee"
+
+    def test_unknown_is_404(self, client: TestClient) -> None:
+        r = client.get("/documents/no_such_document")
+        assert r.status_code == 404
+        assert "no_such_document" in r.json()["detail"]
+        assert client.get("/documents/" + "x" * 5000).status_code == 404
+
+    def test_path_like_ids_read_no_file(self, client: TestClient, collection_dir: Path, tmp_path: Path) -> None:
+        """Ids that look like paths are only SQL parameters: 404 and no file outside the collection opened."""
+        secret = tmp_path / "secret.txt"
+        secret.write_text("TOP-SECRET-CONTENT")
+        rel = Path("..") / ".." / secret.relative_to(secret.anchor)
+        ids = [
+            "../secret.txt",
+            "../../../../../../etc/passwd",
+            "/etc/passwd",
+            str(secret),
+            str(collection_dir / ".." / "secret.txt"),
+            str(rel),
+            "..\\..\\windows\\win.ini",
+            "corpus.sqlite",
+            "index/manifest.json",
+            "%2e%2e%2fetc%2fpasswd",
+        ]
+        opened: list[str] = []
+        watching = threading.Event()
+
+        def hook(event: str, args: tuple) -> None:
+            if watching.is_set() and event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], str | bytes | Path):
+                opened.append(str(args[0]))
+
+        sys.addaudithook(hook)  # cannot be removed; it records only while `watching` is set
+        watching.set()
+        try:
+            responses = [client.get("/documents/" + quote(i, safe="")) for i in ids]
+            responses += [client.get("/documents/" + i) for i in ids if not i.startswith("%")]
+            during_requests = list(opened)
+            secret.read_text()  # control: the hook does see a file being opened
+        finally:
+            watching.clear()
+        assert str(secret) in opened[len(during_requests):]
+        opened = during_requests
+        for resp in responses:
+            assert resp.status_code == 404, resp.request.url
+            assert "TOP-SECRET" not in resp.text and "root:" not in resp.text
+        # FastAPI reads the endpoint's own source (hiera's package) to describe errors; nothing else may be opened.
+        allowed = (str(collection_dir.resolve()), str(Path(hiera.__file__).resolve().parent), sys.prefix, sys.base_prefix)
+        outside = [p for p in opened if not str(Path(p).resolve()).startswith(allowed)]
+        assert outside == [], f"files opened because of a request parameter: {outside}"
+        assert not any("secret" in p or "passwd" in p for p in opened)
+
+    def test_static_files_cannot_escape_the_web_folder(self, client: TestClient) -> None:
+        assert client.get("/static/app.js").status_code == 200
+        for path in ("/static/..%2Fapi.py", "/static/%2e%2e/api.py", "/static/../../errors.py"):
+            r = client.get(path)
+            assert r.status_code == 404, path
+            assert "def create_app" not in r.text
+
+
+# -- /health and / -------------------------------------------------------------------
+class TestHealthAndPage:
+    def test_health(self, client: TestClient) -> None:
+        r = client.get("/health")
+        assert r.status_code == 200
+        h = r.json()
+        assert h["status"] == "ok" and h["warm"] is True
+        assert h["stats"]["documents"] == 5
+        assert h["stats"]["passages"] == 29
+        assert h["retrievers"] == list(RETRIEVERS)
+        assert h["defaults"] == {"lambda": 1.0, "k1": 100}
+        assert set(h["models"]) == {"doc", "passage"}
+        for m in h["models"].values():
+            assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
+        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "k1": 100, "doc_stage": "summary"}
+        assert "summary" in h["doc_stages"] and h["fusions"] == ["rrf", "interp"]
+        assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
+
+    def test_page_and_assets(self, client: TestClient) -> None:
+        r = client.get("/")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        for marker in ('id="q"', 'id="retriever"', 'id="search-btn"', 'id="toc"', 'id="error"', "static/app.js"):
+            assert marker in r.text
+        assert "http://" not in r.text and "https://" not in r.text  # no CDN: the page works offline
+        js = client.get("/static/app.js")
+        assert js.status_code == 200 and ".innerHTML" not in js.text
+        assert client.get("/static/style.css").status_code == 200
+
+    def test_openapi_docs(self, client: TestClient) -> None:
+        assert client.get("/docs").status_code == 200
+        schema = client.get("/openapi.json").json()
+        assert {"/search", "/health", "/documents/{doc_id}"} <= set(schema["paths"])
+
+    def test_every_response_is_timed(self, client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("INFO", logger="hiera.serve"):
+            r = client.get("/documents/nope")
+        assert "X-Process-Time-Ms" in r.headers
+        assert any(rec.getMessage().startswith("GET /documents/nope 404 ") for rec in caplog.records)
+
+
+# -- concurrency --------------------------------------------------------------------
+def test_concurrent_requests_agree(client: TestClient) -> None:
+    """16 overlapping searches (two questions, several methods) all succeed and match sequential answers."""
+    cases = [(q, r) for q in (BEES, GIANTS) for r in ("dhr", "dense", "hybrid", "bm25-dhr")] * 2
+    expected = {(q, r): _search(client, q=q, retriever=r, k=5)["hits"] for q, r in set(cases)}
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        got = list(pool.map(lambda c: client.get("/search", params={"q": c[0], "retriever": c[1], "k": 5}), cases))
+    assert all(r.status_code == 200 for r in got)
+    for (q, name), r in zip(cases, got, strict=True):
+        hits = r.json()["hits"]
+        assert [h["passage_id"] for h in hits] == [h["passage_id"] for h in expected[(q, name)]]
+        assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in expected[(q, name)]], abs=1e-5)
+
+
+# -- the command line ------------------------------------------------------------------
+def test_serve_command_is_registered_and_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hiera.cli import build_parser, main
+
+    args = build_parser().parse_args(["serve", str(tmp_path), "--port", "9", "--no-warmup"])
+    assert (args.index, args.host, args.port, args.no_warmup) == (str(tmp_path), "127.0.0.1", 9, True)
+    assert main(["serve", str(tmp_path / "missing")]) == 2
+    assert "not a hiera collection" in capsys.readouterr().err
