@@ -121,7 +121,7 @@ class TestSearchRejects:
             ({"q": "bees", "k": -3}, 422, "between 1 and 1000"),
             ({"q": "bees", "k": "ten"}, 422, "k: input should be a valid integer"),
             ({"q": "x" * 2001}, 422, "2001 characters"),
-            ({"q": "bees", "lambda": -1}, 400, "must be a number >= 0"),
+            ({"q": "bees", "lambda": -1}, 400, "must be a finite number >= 0"),
             ({"q": "bees", "lambda": "abc"}, 422, "lambda: input should be a valid number"),
             ({"q": "bees", "lambda": "inf"}, 422, "finite"),
             ({"q": "bees", "lambda": "nan"}, 422, "finite"),

@@ -7,6 +7,7 @@ batch (query vectors), which is how ``batch_search`` saves encoder calls.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ def _positive_int(v: Any) -> bool:
 
 
 def _non_negative(v: Any) -> bool:
-    return v >= 0
+    return math.isfinite(v) and v >= 0
 
 
 class BaseRetriever:

@@ -38,7 +38,7 @@ class Candidates(NamedTuple):
 
 class _Hierarchical(BaseRetriever):
     param_spec = {
-        "lam": (float, _non_negative, "must be a number >= 0"),
+        "lam": (float, _non_negative, "must be a finite number >= 0"),
         "k1": (int, _positive_int, "must be a positive integer"),
         "doc_stage": (str, lambda v: True, "must be a document stage name"),
     }
@@ -144,7 +144,7 @@ class Bm25DhrRetriever(BaseRetriever):
 
     name = "bm25-dhr"
     param_spec = {
-        "lam": (float, _non_negative, "must be a number >= 0"),
+        "lam": (float, _non_negative, "must be a finite number >= 0"),
         "k1": (int, _positive_int, "must be a positive integer"),
     }
 

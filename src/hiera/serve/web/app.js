@@ -162,7 +162,8 @@
     const max = stageMaxima(res.hits);
     for (const g of groupByDocument(res.hits)) {
       const paths = new Set(g.hits.map((h) => JSON.stringify(h.section_path || [])));
-      state.hitPaths.set(g.doc_id, { paths, passages: new Set(g.hits.map((h) => h.passage_id)) });
+      const best = JSON.stringify(g.hits[0].section_path || []);
+      state.hitPaths.set(g.doc_id, { paths, best, passages: new Set(g.hits.map((h) => h.passage_id)) });
       const group = el("section", "doc-group");
       group.dataset.docId = g.doc_id;
       const head = el("header", "doc-head");
@@ -307,7 +308,6 @@
     const toc = $("#toc");
     toc.textContent = "";
     const items = [{ depth: 1, title: "Lead", path: [] }, ...doc.toc];
-    let firstHit = null;
     for (const t of items) {
       const key = JSON.stringify(t.path);
       const li = el("li", "toc-item depth-" + Math.min(t.depth, 6));
@@ -322,13 +322,14 @@
       li.appendChild(el("span", "toc-count", n ? String(n) : ""));
       if (hits && hits.paths.has(key)) {
         li.classList.add("hit");
-        if (!firstHit) firstHit = key;
+        if (key === hits.best) li.classList.add("best");
       }
       toc.appendChild(li);
     }
     panel.hidden = false;
     document.body.classList.add("panel-open");
-    showSection(doc, sections, firstHit || "[]");
+    // open the section of the document's best-ranked hit
+    showSection(doc, sections, hits && sections.has(hits.best) ? hits.best : "[]");
   }
 
   function closePanel() {
@@ -359,7 +360,7 @@
     if ("doc_stage" in spec) $("#doc-stage").value = spec.doc_stage;
     if ("fusion" in spec) $("#fusion").value = spec.fusion;
     // a method that ranks only documents (bm25-doc) cannot be asked for passages
-    const levels = (state.health && state.health.retriever_levels[name]) || ["passage", "doc"];
+    const levels = ((state.health && state.health.retriever_levels) || {})[name] || ["passage", "doc"];
     for (const opt of $("#level").options) opt.disabled = !levels.includes(opt.value);
     if (!levels.includes($("#level").value)) $("#level").value = levels[0];
   }
