@@ -8,6 +8,7 @@ batch (query vectors), which is how ``batch_search`` saves encoder calls.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,6 +89,14 @@ class BaseRetriever:
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         return [{} for _ in queries]
+
+    def _passage_query_vectors(self, queries: list[str]) -> list[dict[str, Any]]:
+        """Context with the passage encoder's query vector (``qp``), encoded in one batch."""
+        encoder = self.col.passage_encoder  # loaded before the clock starts
+        t = time.perf_counter()
+        vecs = encoder.encode_query(queries)
+        ms = (time.perf_counter() - t) * 1000 / len(queries)
+        return [{"qp": v, "encode_ms": ms} for v in vecs]
 
     def _search(
         self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]

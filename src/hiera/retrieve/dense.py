@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hiera.index.dense import faiss_search
@@ -20,11 +19,7 @@ class DenseRetriever(BaseRetriever):
         return {"depth": 1000}
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        encoder = self.col.passage_encoder  # loaded before the clock starts
-        t = time.perf_counter()
-        vecs = encoder.encode_query(queries)
-        ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{"qp": v, "encode_ms": ms} for v in vecs]
+        return self._passage_query_vectors(queries)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["depth"])

@@ -8,7 +8,6 @@ passage missing from one list scores 0 there.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -60,11 +59,7 @@ class HybridRetriever(BaseRetriever):
         return {"fusion": "rrf", "alpha": 0.5, "depth": 1000}
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        encoder = self.col.passage_encoder  # loaded before the clock starts
-        t = time.perf_counter()
-        vecs = encoder.encode_query(queries)
-        ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{"qp": v, "encode_ms": ms} for v in vecs]
+        return self._passage_query_vectors(queries)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         depth = max(k, params["depth"]) if level == "doc" else max(k, min(params["depth"], 100))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hiera.corpus.tree import Document
+from hiera.corpus.tree import Document, Section
 from hiera.errors import BadInputError, BadRecordError
 
 
@@ -141,3 +141,13 @@ class UniqueIds:
             candidate = f"{base}-{n}"
         self._seen.add(candidate)
         return candidate
+
+
+def prune_sections(sections: list[Section]) -> list[Section]:
+    """Drop sections with no text anywhere below them (tables, reflists, link lists)."""
+    kept: list[Section] = []
+    for s in sections:
+        s.children = prune_sections(s.children)
+        if s.paragraphs or s.children:
+            kept.append(s)
+    return kept

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from hiera.corpus.readers.base import OnBad, Record, check_file, normalize_ws, raise_bad
+from hiera.corpus.readers.base import OnBad, Record, check_file, normalize_ws, prune_sections, raise_bad
 from hiera.corpus.tree import Document, Section
 from hiera.errors import BadInputError, BadRecordError
 
@@ -150,7 +150,7 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
         block.append(_LIST_OR_QUOTE.sub("", line, count=1).replace("|", " "))
         seen_content = True
     flush()
-    sections = _prune(sections)
+    sections = prune_sections(sections)
     if not lead and not sections:
         return None
     return Document(
@@ -184,11 +184,3 @@ def _inline(text: str) -> str:
     text = _STRIKE.sub(r"\1", text)
     return normalize_ws(text)
 
-
-def _prune(sections: list[Section]) -> list[Section]:
-    kept = []
-    for s in sections:
-        s.children = _prune(s.children)
-        if s.paragraphs or s.children:
-            kept.append(s)
-    return kept

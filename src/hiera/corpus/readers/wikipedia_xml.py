@@ -73,7 +73,15 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.wikicode import Wikicode
 
-from hiera.corpus.readers.base import OnBad, Record, Redirect, check_file, normalize_ws, raise_bad
+from hiera.corpus.readers.base import (
+    OnBad,
+    Record,
+    Redirect,
+    check_file,
+    normalize_ws,
+    prune_sections,
+    raise_bad,
+)
 from hiera.corpus.tree import Document, Section
 from hiera.errors import BadInputError, BadRecordError
 
@@ -311,7 +319,7 @@ def _convert(page_id: str, title: str, text: str, namespaces: dict[str, int]) ->
         )
         (stack[-1][1].children if stack else sections).append(section)
         stack.append((level, section, boiler))
-    sections = _prune(sections)
+    sections = prune_sections(sections)
     if not lead and not sections:
         return None
     return Document(
@@ -324,15 +332,6 @@ def _convert(page_id: str, title: str, text: str, namespaces: dict[str, int]) ->
         metadata={"source": SOURCE},
     )
 
-
-def _prune(sections: list[Section]) -> list[Section]:
-    """Drop sections with no text anywhere below them (tables, reflists, link lists)."""
-    kept: list[Section] = []
-    for s in sections:
-        s.children = _prune(s.children)
-        if s.paragraphs or s.children:
-            kept.append(s)
-    return kept
 
 
 def _paragraphs(text: str, boilerplate: bool) -> list[str]:

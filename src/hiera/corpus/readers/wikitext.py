@@ -35,6 +35,7 @@ from hiera.corpus.readers.base import (
     Record,
     UniqueIds,
     normalize_ws,
+    prune_sections,
     raise_bad,
     slugify,
     utf8_lines,
@@ -121,14 +122,6 @@ def _names_subject(title: str, next_line: str | None) -> bool:
 
 
 def _has_text(doc: Document) -> bool:
-    doc.sections = _prune(doc.sections)
+    doc.sections = prune_sections(doc.sections)
     return bool(doc.lead or doc.sections)
 
-
-def _prune(sections: list[Section]) -> list[Section]:
-    kept = []
-    for s in sections:
-        s.children = _prune(s.children)
-        if s.paragraphs or s.children:
-            kept.append(s)
-    return kept
