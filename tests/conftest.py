@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import helpers
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,3 +32,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _hiera_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Keep every embedding-cache write of the test session in a temp dir, never in ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HIERA_CACHE_DIR", str(helpers.session_cache_dir(tmp_path_factory)))
+        yield
+
+
+@pytest.fixture(scope="session")
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The six-document collection built once per session: read it, never change it."""
+    return helpers.shared_collection(tmp_path_factory)

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
 from hiera.cli import main
 from hiera.corpus.store import CorpusStore
 from hiera.retrieve import RETRIEVERS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for the shared `helpers` module
-import helpers  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
 from hiera.cli import main
@@ -14,9 +14,6 @@ from hiera.corpus.ingest import ingest
 from hiera.corpus.readers import FORMATS
 from hiera.corpus.store import STORE_FILE, CorpusStore
 from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the shared `helpers` module
-import helpers  # noqa: E402
 
 
 def _sha(path: Path) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
 from hiera.corpus.readers.base import Redirect
@@ -13,9 +13,6 @@ from hiera.corpus.split import split_document
 from hiera.corpus.store import STORE_FILE, CorpusStore
 from hiera.corpus.tree import Document, PassageRules, Section
 from hiera.errors import BadRecordError, IndexMissingError, ManifestMismatchError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the shared `helpers` module
-import helpers  # noqa: E402
 
 STATS_KEYS = {"documents", "sections", "passages", "max_passage_words", "aliases", "version"}
 
