@@ -38,8 +38,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Literal
 
-from hiera.corpus.readers.base import check_file, read_utf8, utf8_lines
-from hiera.corpus.readers.squad import read_squad
+from hiera.corpus.readers.base import check_file, utf8_lines
+from hiera.corpus.readers.squad import load_squad_articles, read_squad
 from hiera.corpus.split import split_document, split_words
 from hiera.corpus.tree import Document, PassageRules
 from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
@@ -198,13 +198,7 @@ def squad_passage_spans(doc: Document, rules: PassageRules | None = None) -> lis
 
 
 def _iter_squad(path: Path, rules: PassageRules | None) -> Iterator[Question]:
-    try:
-        data = json.loads(read_utf8(path))
-    except json.JSONDecodeError as e:
-        raise BadInputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    articles = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(articles, list):
-        raise BadInputError(f"{path}: not SQuAD JSON (no 'data' list of articles)")
+    articles = load_squad_articles(path)
     docs = read_squad(path)
     for ai, art in enumerate(articles):
         where = f"article {ai}"

@@ -27,9 +27,11 @@ from hiera.errors import BadInputError, BadRecordError
 SOURCE = "squad"
 
 
-def read_squad(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
-    """Yield one document per SQuAD article."""
-    path = Path(path)
+def load_squad_articles(path: Path) -> list:
+    """The ``data`` list of a SQuAD JSON file, with one-line errors for anything else.
+
+    Shared with the SQuAD question loader, which walks the same articles.
+    """
     try:
         data = json.loads(read_utf8(path))
     except json.JSONDecodeError as e:
@@ -37,6 +39,13 @@ def read_squad(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
     articles = data.get("data") if isinstance(data, dict) else None
     if not isinstance(articles, list):
         raise BadInputError(f"{path}: not a SQuAD file: expected an object with a 'data' list")
+    return articles
+
+
+def read_squad(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
+    """Yield one document per SQuAD article."""
+    path = Path(path)
+    articles = load_squad_articles(path)
     for i, article in enumerate(articles):
         try:
             doc = _article(article)
