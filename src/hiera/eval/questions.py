@@ -5,7 +5,7 @@ so that evaluation can compare them with retrieved ids directly:
 
 * ``squad``: doc id = the article ``title`` as written (``"Super_Bowl_50"``).
   Passage ids are recomputed with :func:`hiera.corpus.split.split_document`
-  on the very document :func:`hiera.corpus.readers.squad.read_squad` yields,
+  on the very document :func:`hiera.corpus.readers.squad.article_document` makes,
   because paragraphs longer than ``max_words`` words are cut into several
   passages; ``answer_start`` is mapped to the passage(s) the answer touches.
 * ``hotpotqa``: a context's ``id`` is its position in the question ("0".."9"),
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hiera.corpus.readers.base import check_file, utf8_lines
-from hiera.corpus.readers.squad import load_squad_articles, read_squad
+from hiera.corpus.readers.squad import article_document, load_squad_articles
 from hiera.corpus.split import split_document, split_words
 from hiera.corpus.tree import Document, PassageRules
 from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
@@ -198,25 +198,15 @@ def squad_passage_spans(doc: Document, rules: PassageRules | None = None) -> lis
 
 
 def _iter_squad(path: Path, rules: PassageRules | None) -> Iterator[Question]:
-    articles = load_squad_articles(path)
-    docs = read_squad(path)
-    for ai, art in enumerate(articles):
+    for ai, art in enumerate(load_squad_articles(path)):
         where = f"article {ai}"
-        if not isinstance(art, dict) or not isinstance(art.get("title"), str) or not art["title"].strip():
-            raise BadRecordError(str(path), where, "an article needs a non-empty string 'title'")
-        paras = art.get("paragraphs")
-        if not isinstance(paras, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("context"), str) for p in paras
-        ):
-            raise BadRecordError(str(path), where, "'paragraphs' must be a list of objects with a 'context'")
-        # the document exactly as the squad corpus reader makes it (it raises on
-        # the same article if the article is unusable as a corpus document)
-        doc = next(docs)
+        # the document exactly as the squad corpus reader makes it, so gold ids match the corpus
+        try:
+            doc = article_document(art)
+        except ValueError as e:
+            raise BadRecordError(str(path), where, str(e)) from None
         title = doc.id
-        if doc.lead != [p["context"] for p in paras]:
-            raise AssertionError(
-                f"{path}: {where}: the squad reader changed the contexts; offsets would break"
-            )
+        paras = art["paragraphs"]
         spans = squad_passage_spans(doc, rules)
         for pi, para in enumerate(paras):
             for qi, qa in enumerate(para.get("qas") or []):

@@ -48,14 +48,15 @@ def read_squad(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
     articles = load_squad_articles(path)
     for i, article in enumerate(articles):
         try:
-            doc = _article(article)
+            doc = article_document(article)
         except ValueError as e:
             on_bad(BadRecordError(str(path), f"article {i}", str(e)))
             continue
         yield doc
 
 
-def _article(article: Any) -> Document:
+def article_document(article: Any) -> Document:
+    """One SQuAD article as a document; shared with the question loader so ids and passages match."""
     if not isinstance(article, dict):
         raise ValueError("an article must be a JSON object")
     title = article.get("title")
