@@ -167,13 +167,6 @@ class Collection:
         found = self.store.docs_by_rowid(rows)
         return [found[r] for r in rows]
 
-    def doc_position(self, doc_id: str) -> int | None:
-        row = self.store._conn().execute("SELECT rowid FROM documents WHERE id=?", (doc_id,)).fetchone()
-        if row is None:
-            return None
-        pos = np.searchsorted(self.doc_rows, row[0])
-        return int(pos) if pos < len(self.doc_rows) and self.doc_rows[pos] == row[0] else None
-
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""
         if self.manifest.bm25 is not None:
