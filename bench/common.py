@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -18,14 +17,6 @@ WORK = REPO / "bench" / "work"
 def data_dir() -> Path:
     """``$HIERA_DATA_DIR`` or ``../shared/data`` beside the repository."""
     return Path(os.environ.get("HIERA_DATA_DIR", REPO.parent / "shared" / "data"))
-
-
-def gensim_dump() -> Path:
-    spec = importlib.util.find_spec("gensim")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the gensim package is needed for the Wikipedia dump excerpt (pip install gensim)")
-    root = Path(spec.submodule_search_locations[0])
-    return root / "test" / "test_data" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
 def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:

@@ -19,10 +19,11 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import gensim_dump, table, write_json  # noqa: E402
+from common import table, write_json  # noqa: E402
 
 from hiera.corpus.ingest import ingest  # noqa: E402
 from hiera.corpus.readers import get_reader  # noqa: E402
+from hiera.corpus.readers.wikipedia_xml import gensim_dump_path  # noqa: E402
 from hiera.corpus.split import split_document  # noqa: E402
 from hiera.corpus.tree import Document  # noqa: E402
 
@@ -31,7 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--passes", type=int, default=20)
     args = ap.parse_args()
-    dump = gensim_dump()
+    dump = gensim_dump_path()
     proc = psutil.Process()
 
     with tempfile.TemporaryDirectory() as tmp:

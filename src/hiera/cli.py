@@ -60,7 +60,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     """Ingest, then rebuild incrementally: old vectors are copied, not re-encoded."""
     from hiera.corpus.ingest import ingest
-    from hiera.index.build import build, live_build_dir
+    from hiera.index.build import BuildOptions, build, live_build_dir
     from hiera.index.manifest import Manifest
 
     build_dir = live_build_dir(Path(args.index))
@@ -69,28 +69,10 @@ def cmd_add(args: argparse.Namespace) -> int:
     old = Manifest.read(build_dir)
     report = ingest(args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet)
     _report_ingest(report, args)
-    opts = _options_from_manifest(old)
+    opts = BuildOptions.from_manifest(old)
     opts.progress = not args.quiet
     build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
     return 0
-
-
-def _options_from_manifest(m) -> Any:
-    from hiera.index.bm25 import Bm25Config
-    from hiera.index.build import BuildOptions
-
-    opts = BuildOptions(bm25=m.bm25 is not None, dense=bool(m.models))
-    if m.bm25:
-        opts.bm25_config = Bm25Config.from_dict(m.bm25)
-        opts.bm25_doc_text = m.bm25.get("doc_text", "fulltext")
-    if m.models:
-        opts.doc_encoder = m.models["doc"]["path"]
-        opts.passage_encoder = m.models["passage"]["path"]
-        opts.passage_factory = m.faiss.get("passage", "Flat")
-        opts.doc_factory = m.faiss.get("doc", "Flat")
-    if m.doc_stage:
-        opts.doc_stage = m.doc_stage.get("name", "summary")
-    return opts
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

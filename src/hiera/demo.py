@@ -10,14 +10,11 @@ embedding cache); later runs reuse the built collection and take seconds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-from hiera.errors import HieraError
 
 DEFAULT_DIR = Path("collections") / "demo"
 QUESTIONS = [
@@ -32,25 +29,11 @@ QUESTIONS = [
 _MARKER = "demo.json"
 
 
-def gensim_dump_path() -> Path:
-    spec = importlib.util.find_spec("gensim")
-    if spec is None or not spec.submodule_search_locations:
-        raise HieraError("the demo needs the gensim package (it carries a Wikipedia dump excerpt): pip install gensim")
-    path = (
-        Path(spec.submodule_search_locations[0])
-        / "test"
-        / "test_data"
-        / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-    )
-    if not path.exists():
-        raise HieraError(f"the gensim Wikipedia dump excerpt is missing at {path}")
-    return path
-
-
 def ensure_demo_collection(root: Path, rebuild: bool = False, log=print) -> None:
     """Ingest and build once; a second run finds the marker and returns at once."""
     from hiera.corpus.ingest import ingest
     from hiera.corpus.readers.ovos import ovos_summaries_path
+    from hiera.corpus.readers.wikipedia_xml import gensim_dump_path
     from hiera.index.build import BuildOptions, build, live_build_dir
 
     marker = root / _MARKER

@@ -28,7 +28,7 @@ from hiera.encode import DEFAULT_MODEL, Encoder
 from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
-from hiera.index.manifest import MANIFEST, Manifest
+from hiera.index.manifest import Manifest
 
 INDEX_LINK = "index"
 BUILDS = "builds"
@@ -52,6 +52,22 @@ class BuildOptions:
     doc_stage: str = "summary"
     defaults: dict | None = None
     progress: bool = True
+
+    @classmethod
+    def from_manifest(cls, m: Manifest) -> BuildOptions:
+        """The options an existing build was made with (``hiera add`` rebuilds with these)."""
+        opts = cls(bm25=m.bm25 is not None, dense=bool(m.models))
+        if m.bm25:
+            opts.bm25_config = Bm25Config.from_dict(m.bm25)
+            opts.bm25_doc_text = m.bm25.get("doc_text", "fulltext")
+        if m.models:
+            opts.doc_encoder = m.models["doc"]["path"]
+            opts.passage_encoder = m.models["passage"]["path"]
+            opts.passage_factory = m.faiss.get("passage", "Flat")
+            opts.doc_factory = m.faiss.get("doc", "Flat")
+        if m.doc_stage:
+            opts.doc_stage = m.doc_stage.get("name", "summary")
+        return opts
 
 
 def live_build_dir(root: Path) -> Path | None:
@@ -254,10 +270,3 @@ def _faiss_for(
                     index.add(np.ascontiguousarray(vecs[n:], dtype=np.float32))
                 return index
     return build_faiss(vecs, factory)
-
-
-def manifest_path(root: Path) -> Path:
-    d = live_build_dir(root)
-    if d is None:
-        raise HieraError(f"{root} has no index; run `hiera build {root}`")
-    return d / MANIFEST

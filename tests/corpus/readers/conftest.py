@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from hiera.corpus.readers.base import Record, Redirect
+from hiera.corpus.readers.wikipedia_xml import gensim_dump_path
 from hiera.corpus.tree import Document
-from hiera.errors import BadRecordError
-
-GENSIM_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+from hiera.errors import BadInputError, BadRecordError
 
 
 class Collect:
@@ -29,23 +27,12 @@ def collect() -> Collect:
     return Collect()
 
 
-def package_dir(name: str) -> Path | None:
-    """A package's folder without importing it (some of them cannot be imported)."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 @pytest.fixture(scope="session")
 def gensim_dump() -> Path:
-    pkg = package_dir("gensim")
-    if pkg is None or not (pkg / GENSIM_DUMP).is_file():
-        pytest.skip("gensim wheel (with its Wikipedia test dump) is not installed")
-    return pkg / GENSIM_DUMP
+    try:
+        return gensim_dump_path()
+    except BadInputError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="session")

@@ -52,6 +52,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import html
+import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -171,6 +172,24 @@ _PAREN_TRAIL_PUNCT = re.compile(r"\s*[,;:]\s*\)")
 _QUOTE_MARKUP = re.compile(r"'{2,}")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])(?=\s|$)")
 _DAB_NAMES = frozenset({"dab", "disambig", "disamb", "geodis", "hndis", "numberdis", "letter disambiguation"})
+
+
+GENSIM_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def gensim_dump_path() -> Path:
+    """The real Wikipedia dump excerpt shipped in the ``gensim`` wheel (found without importing gensim)."""
+    try:
+        spec = importlib.util.find_spec("gensim")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise BadInputError("package 'gensim' is not installed (pip install 'hiera[data]' or gensim)")
+    path = Path(locations[0]) / GENSIM_DUMP
+    if not path.is_file():
+        raise BadInputError(f"{path}: the Wikipedia dump excerpt is missing from the installed gensim package")
+    return path
 
 
 def read_wikipedia_xml(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
