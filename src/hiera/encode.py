@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -161,6 +162,10 @@ class Encoder:
         self.dim = int(get_dim())
         self.fingerprint = model_fingerprint(self.path)
         self.batch_size = batch_size
+        # A Hugging Face fast tokenizer raises "Already borrowed" when two
+        # threads use it at once (the HTTP server's thread pool does); the model
+        # already uses every core for one batch, so serializing costs little.
+        self._lock = threading.Lock()
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.fingerprint, self.dim) if use_cache else None
@@ -178,13 +183,14 @@ class Encoder:
     def _encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=show_progress,
-        )
+        with self._lock:
+            vecs = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=show_progress,
+            )
         return np.asarray(vecs, dtype=np.float32)
 
     def encode_query(self, queries: str | Sequence[str]) -> np.ndarray:

@@ -12,6 +12,7 @@ every passage of a few documents, and the flat retriever costs the same.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -63,10 +64,13 @@ class Analyzer:
         self._split = re.compile(TOKEN_PATTERN).findall
         self._stop = frozenset(STOPWORDS_EN) if config.stopwords == "en" else frozenset()
         self._stem = Stemmer.Stemmer(config.stemmer).stemWords if config.stemmer else (lambda ws: ws)
+        # A PyStemmer Stemmer is documented as single-thread only.
+        self._lock = threading.Lock()
 
     def __call__(self, text: str) -> list[str]:
         words = [w for w in self._split(text.lower()) if w not in self._stop]
-        return self._stem(words)
+        with self._lock:
+            return self._stem(words)
 
 
 class Bm25Index:

@@ -8,9 +8,9 @@ Design choices:
   ``warmup`` is on, so uvicorn only accepts connections once the first search
   will be as fast as the hundredth.
 * Endpoints are plain ``def`` functions: FastAPI runs them in its thread pool,
-  so searches overlap. What is shared and not thread-safe is guarded here (see
-  :class:`ServedCollection`); the corpus store already opens one SQLite
-  connection per thread, and FAISS/numpy reads need no lock.
+  so searches overlap. The encoders and BM25 analyzers serialize their own
+  thread-unsafe calls, the corpus store opens one SQLite connection per
+  thread, and FAISS/numpy reads need no lock.
 * Every error a user can cause is a 4xx with ``{"detail": "<one readable
   line>"}``: the web page shows ``detail`` as is, so it must be a sentence,
   never a stack trace or a pydantic error list.
@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,9 +37,7 @@ from fastapi.staticfiles import StaticFiles
 from hiera import __version__
 from hiera.collection import Collection
 from hiera.corpus.tree import Document, Passage, Section
-from hiera.encode import Encoder
 from hiera.errors import HieraError
-from hiera.index.bm25 import Bm25Index
 from hiera.retrieve import RETRIEVERS, get_retriever
 from hiera.retrieve.docstage import DOC_STAGES
 from hiera.retrieve.hybrid import FUSIONS
@@ -68,61 +64,12 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Locked:
-    """Call ``fn`` under ``lock``; keeps a thread-unsafe callable usable from the thread pool."""
-
-    def __init__(self, fn: Callable[..., Any], lock: threading.Lock) -> None:
-        self._fn = fn
-        self._lock = lock
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return self._fn(*args, **kwargs)
-
-
-class ServedCollection(Collection):
-    """A :class:`Collection` safe to share between request threads.
-
-    Two things inside it keep per-call state and must not run concurrently:
-
-    * the encoders: a Hugging Face fast tokenizer raises "Already borrowed"
-      when two threads use it at once, so every ``encode`` holds one lock
-      (the model already uses every core for one query, so little is lost);
-    * the BM25 analyzers: a PyStemmer ``Stemmer`` is documented as
-      single-thread only.
-
-    Loading itself is safe: ``cached_property`` locks in Python 3.11.
-    """
-
-    def __init__(self, root: str | Path, **kwargs: Any) -> None:
-        super().__init__(root, **kwargs)
-        self._encode_lock = threading.Lock()
-        self._analyzer_lock = threading.Lock()
-
-    def _encoder(self, level: str) -> Encoder:
-        enc = super()._encoder(level)
-        enc._encode = _Locked(enc._encode, self._encode_lock)  # type: ignore[method-assign]
-        return enc
-
-    def _guard(self, index: Bm25Index) -> Bm25Index:
-        index.analyzer = _Locked(index.analyzer, self._analyzer_lock)  # type: ignore[assignment]
-        return index
-
-    @cached_property
-    def bm25_passages(self) -> Bm25Index:
-        return self._guard(Collection.bm25_passages.func(self))
-
-    @cached_property
-    def bm25_docs(self) -> Bm25Index:
-        return self._guard(Collection.bm25_docs.func(self))
-
-
 class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.col = ServedCollection(self.root)
+        self.col = Collection(self.root)
         built = set()
         if self.col.manifest.bm25 is not None:
             built.add("bm25")
