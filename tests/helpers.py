@@ -419,3 +419,19 @@ def export_digest(root: Path) -> str:
 def write_jsonl(path: Path, docs: list[Document]) -> Path:
     path.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in docs), encoding="utf-8")
     return path
+
+
+def tiny_questions() -> list:
+    """Questions (hiera.eval.questions.Question) whose answers sit in one known passage of the shared collection."""
+    from hiera.eval.questions import Question
+
+    return [
+        Question("q1", "Which eruption caused the year without a summer?", ["Mount Tambora"]),
+        Question("q2", "Which shield volcano in Hawaii has gentle slopes?", ["Mauna Loa"]),
+        Question("q3", "Why does magma rise through rock?", ["less dense"]),
+        Question("q4", "Which computer defeated Kasparov?", ["Deep Blue"]),
+        Question("q5", "Which piece moves in an L shape?", ["knight"]),
+        Question("q6", "Who created the Python programming language?", ["Guido van Rossum"]),
+        Question("q7", "Which enzyme fixes carbon dioxide in the Calvin cycle?", ["RuBisCO"]),
+        Question("q8", "Who led the Roman legions?", ["centurions"]),
+    ]

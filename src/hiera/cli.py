@@ -141,6 +141,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     params = {"lam": args.lam, "k1": args.k1, "doc_stage": args.doc_stage, "fusion": args.fusion}
     retriever = get_retriever(args.retriever, col)
     params = {k: v for k, v in params.items() if v is not None and k in retriever.param_spec}
+    if args.rerank:
+        from hiera.rerank import Reranker, RerankRetriever
+
+        retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=args.rerank_depth)
     res = retriever.search(args.query, k=args.k, level=args.level, **params)
     if args.json:
         _print_json(res.to_dict())
@@ -222,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
     sp.add_argument("--passage-encoder", default=None)
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
+    sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")
 
     for register in _extra_commands():
         register(add)
@@ -231,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extra_commands() -> list[Callable]:
     """Sub-commands owned by other modules (eval, serve, demo, train)."""
     out = []
-    for mod in ("hiera.eval.cli", "hiera.serve.cli", "hiera.demo"):
+    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo"):
         try:
             module = __import__(mod, fromlist=["register"])
         except ModuleNotFoundError as e:

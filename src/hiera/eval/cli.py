@@ -38,7 +38,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = _ks(args.k)
     questions = load_questions(args.questions, args.format, limit=args.limit)
     col = Collection(args.index)
-    runs = evaluate(col, questions, names, ks, progress=not args.quiet, log=_log if not args.quiet else (lambda m: None))
+    log = _log if not args.quiet else (lambda m: None)
+    if args.rerank:
+        from hiera.eval.run import evaluate_retriever
+        from hiera.rerank import Reranker, RerankRetriever
+        from hiera.retrieve import get_retriever
+
+        reranker = Reranker(args.rerank)
+        runs = {}
+        for n in names:
+            r = RerankRetriever(get_retriever(n, col), reranker, depth=args.rerank_depth)
+            runs[r.name] = evaluate_retriever(col, r.name, questions, ks, retriever=r, progress=not args.quiet)
+            log(f"{r.name}: {len(questions)} questions")
+    else:
+        runs = evaluate(col, questions, names, ks, progress=not args.quiet, log=log)
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
         out = Path(args.out)
@@ -84,6 +97,8 @@ def register(add: Any) -> None:
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--out", default=None, help="also write results.md, TREC runs and topk.png here")
+    sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
+    sp.add_argument("--rerank-depth", type=int, default=20)
 
     sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-20 and save them as defaults")
     sp.add_argument("index")

@@ -113,6 +113,15 @@ def has_answer(answers: Sequence[str], text: str, mode: MatchMode = "string") ->
     raise BadInputError(f"unknown answer match mode {mode!r}; known modes: {', '.join(MATCH_MODES)}")
 
 
+def has_answer_tokens(answers: Sequence[str], tokens: Sequence[str]) -> bool:
+    """:func:`has_answer` (string mode) on text already cut by :func:`tokenize`.
+
+    Training checks one passage against thousands of questions; tokenizing it
+    once instead of once per check is what makes mining negatives fast.
+    """
+    return any(_contains(tokens, _answer_tokens(a)) for a in answers)
+
+
 def passage_has_answer(hit: Hit, answers: Sequence[str], mode: MatchMode = "string") -> bool:
     """:func:`has_answer` on a hit's passage text; its title and section path never count."""
     return has_answer(answers, hit.text, mode)

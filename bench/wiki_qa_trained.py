@@ -1,0 +1,218 @@
+"""Trained encoders and a reranker on the pooled Wikipedia-QA corpus (issue 5).
+
+Trains, on the SQuAD *train* articles' questions only (never on the dev
+questions reported):
+
+* ``passage``: the passage encoder, iterations 1 and 2 (BM25 + In-Doc + In-Sec
+  negatives, then + negatives mined by iteration 1);
+* ``doc``: the document encoder over summaries (abstract + all-text negatives);
+* ``reranker``: a cross-encoder (BM25 + random negatives), threshold calibrated
+  on held-out train questions;
+
+then rebuilds the pooled collection with each encoder (a copy of the corpus
+per model, vectors from the shared embedding cache) and reports top-k on
+``dev-v1.1.first24.json`` for zero-shot, iteration 1 and iteration 2, flat
+(``dense``) and hierarchical (``dhr``), with λ and k1 tuned on train
+questions, plus ``dhr`` + reranker.
+
+    python bench/wiki_qa_trained.py --steps train-passage,train-doc,train-reranker,eval
+
+Each step skips work already done (models with a ``hiera-train.json``,
+collections already built), so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import WORK, data_dir, table, write_json  # noqa: E402
+
+from hiera.eval.questions import load_questions  # noqa: E402
+from hiera.train.args import RerankerArgs, TrainArgs  # noqa: E402
+
+MODELS = WORK / "models"
+STEPS = ("train-passage", "train-doc", "train-reranker", "eval")
+
+
+def train_questions(data: Path):
+    return load_questions(data / "squad" / "train-du2017-44articles.json", "squad")
+
+
+def step_train_passage(args, data: Path) -> dict:
+    from hiera.train.biencoder import train_biencoder
+
+    out = MODELS / "passage"
+    if (out / "hiera-train.json").exists():
+        return json.loads((out / "hiera-train.json").read_text())
+    targs = TrainArgs(
+        level="passage",
+        negatives=("in-batch", "bm25", "in-doc", "in-sec"),
+        iterations=2,
+        max_examples=args.examples,
+        max_seq_length=args.max_seq_length,
+        batch_size=32,
+        hard_negatives=1,
+        max_minutes=args.max_minutes,
+    )
+    return train_biencoder(args.root, train_questions(data), out, targs)
+
+
+def step_train_doc(args, data: Path) -> dict:
+    from hiera.train.biencoder import train_biencoder
+
+    out = MODELS / "doc"
+    if (out / "hiera-train.json").exists():
+        return json.loads((out / "hiera-train.json").read_text())
+    targs = TrainArgs(
+        level="doc",
+        negatives=("in-batch", "abstract", "all-text"),
+        iterations=1,
+        max_examples=args.doc_examples,
+        max_seq_length=args.max_seq_length,
+        batch_size=32,
+        hard_negatives=1,
+        max_minutes=args.max_minutes,
+    )
+    return train_biencoder(args.root, train_questions(data), out, targs)
+
+
+def step_train_reranker(args, data: Path) -> dict:
+    from hiera.train.reranker import train_reranker
+
+    out = MODELS / "reranker"
+    if (out / "hiera-reranker.json").exists():
+        return json.loads((out / "hiera-reranker.json").read_text())
+    rargs = RerankerArgs(
+        max_examples=args.reranker_examples, max_minutes=args.max_minutes, max_length=args.max_seq_length
+    )
+    return train_reranker(args.root, train_questions(data), out, rargs)
+
+
+def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str) -> Path:
+    """A copy of the pooled corpus built with the given encoders (vectors come from the cache)."""
+    from hiera.index.build import BuildOptions, build
+
+    root = WORK / f"pooled-{name}"
+    if (root / "index" / "manifest.json").exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src / "corpus.sqlite", root / "corpus.sqlite")
+    build(
+        root,
+        BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder, doc_stage="bm25-passage-max"),
+    )
+    return root
+
+
+def step_eval(args, data: Path) -> dict:
+    from hiera.collection import Collection
+    from hiera.eval.run import evaluate_retriever
+    from hiera.eval.tune import tune_dhr
+    from hiera.retrieve import get_retriever
+
+    dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
+    train = train_questions(data)
+    step = max(1, len(train) // args.tune_limit)
+    tune_qs = train[::step][: args.tune_limit]
+    base = "all-MiniLM-L6-v2"
+    variants = {
+        "zero-shot": (args.root, None),
+        "iter1": (None, (str(MODELS / "passage-iter1"), str(MODELS / "doc"))),
+        "iter2": (None, (str(MODELS / "passage"), str(MODELS / "doc"))),
+    }
+    rows, results = [], {}
+    for name, (root, encoders) in variants.items():
+        if root is None:
+            p_enc, d_enc = encoders
+            if not Path(p_enc).exists():
+                print(f"skip {name}: {p_enc} missing")
+                continue
+            d_enc = d_enc if Path(d_enc).exists() else base
+            root = _collection_for(args.root, name, p_enc, d_enc)
+        col = Collection(root)
+        col.warmup()
+        todo = [("dense", {}), ("dhr", {"doc_stage": "summary"}), ("dhr", {"doc_stage": "bm25-passage-max"})]
+        for retr, params in todo:
+            if retr == "dhr":
+                res = tune_dhr(
+                    col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=params["doc_stage"], progress=False
+                )
+                params = {**params, "lam": res.lam, "k1": res.k1}
+            label = f"{name} {retr}" + (
+                f"[{params['doc_stage']}] λ={params['lam']} k1={params['k1']}" if params else ""
+            )
+            t = time.perf_counter()
+            run = evaluate_retriever(
+                col, label, dev, (1, 5, 20, 100), retriever=get_retriever(retr, col, **params)
+            )
+            row = {"model": name, "retriever": label.split(" ", 1)[1]}
+            for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
+                row[key] = round(100 * run.metrics[key], 1) if key in run.metrics else "–"
+            rows.append(row)
+            results[label] = {"metrics": run.metrics, "params": params}
+            print(
+                f"{label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} ({time.perf_counter() - t:.0f}s)",
+                flush=True,
+            )
+    return {"rows": rows, "results": results}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=WORK / "pooled",
+        help="the pooled collection (bench/wiki_qa.py builds it)",
+    )
+    ap.add_argument("--steps", default=",".join(STEPS))
+    ap.add_argument(
+        "--examples", type=int, default=3000, help="training questions per passage-encoder iteration"
+    )
+    ap.add_argument("--doc-examples", type=int, default=2000)
+    ap.add_argument("--reranker-examples", type=int, default=2000)
+    ap.add_argument("--max-seq-length", type=int, default=160)
+    ap.add_argument("--max-minutes", type=float, default=30.0, help="hard cap per model (the issue's budget)")
+    ap.add_argument("--limit", type=int, default=None, help="first N dev questions only")
+    ap.add_argument("--tune-limit", type=int, default=1000)
+    args = ap.parse_args()
+    data = data_dir()
+    steps = [s for s in args.steps.split(",") if s]
+    unknown = set(steps) - set(STEPS)
+    if unknown:
+        ap.error(f"unknown steps {sorted(unknown)}; valid: {', '.join(STEPS)}")
+    report: dict = {}
+    for s in steps:
+        t = time.perf_counter()
+        report[s] = {
+            "train-passage": step_train_passage,
+            "train-doc": step_train_doc,
+            "train-reranker": step_train_reranker,
+            "eval": step_eval,
+        }[s](args, data)
+        print(f"== {s} done in {time.perf_counter() - t:.0f}s", flush=True)
+    if "eval" in report:
+        cols = [
+            "model",
+            "retriever",
+            "top1",
+            "top5",
+            "top20",
+            "top100",
+            "doc_top1",
+            "doc_top20",
+            "doc_top100",
+        ]
+        print(table(report["eval"]["rows"], cols))
+    path = write_json("wiki_qa_trained", report)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Training arguments as dataclasses (sentence-transformers style), one per trainer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hiera.encode import DEFAULT_MODEL
+from hiera.errors import BadInputError
+
+
+@dataclass
+class TrainArgs:
+    """How ``hiera train`` trains a dual encoder for one level.
+
+    Defaults are sized for a 2-core CPU: one hard negative per question beside
+    the in-batch ones, one epoch, and an optional wall-clock cap.
+    """
+
+    level: str = "passage"
+    negatives: tuple[str, ...] = ("in-batch", "bm25")
+    hard_negatives: int = 1  # hard negatives per example, drawn from the kinds in turn
+    per_kind: int = 4  # negatives of each kind kept per question (the pool ``hard_negatives`` draws from)
+    iterations: int = 1  # 2: mine negatives with the iteration-1 model and train again
+    base_model: str = DEFAULT_MODEL
+    batch_size: int = 32
+    epochs: float = 1.0
+    max_steps: int | None = None
+    max_examples: int | None = None  # a seeded sample of the questions, for CPU budgets
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    max_seq_length: int | None = None  # None keeps the base model's
+    scale: float = 20.0  # inverse temperature of the in-batch softmax (MultipleNegativesRankingLoss)
+    seed: int = 42
+    save_steps: int = 50
+    max_minutes: float | None = None  # stop (and save) when a training iteration runs this long
+    depth: int = 100  # BM25 / mining depth for positives and negatives
+    progress: bool = True
+
+    def check(self) -> TrainArgs:
+        if self.iterations not in (1, 2):
+            raise BadInputError(f"--iterations must be 1 or 2, got {self.iterations}")
+        for name in ("batch_size", "per_kind", "depth", "save_steps"):
+            if getattr(self, name) <= 0:
+                raise BadInputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.hard_negatives < 0:
+            raise BadInputError("--hard-negatives must be ≥ 0")
+        if self.batch_size < 2:
+            raise BadInputError("--batch-size must be at least 2 (in-batch negatives need company)")
+        if self.max_examples is not None and self.max_examples <= 0:
+            raise BadInputError("--max-examples must be positive")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["negatives"] = list(self.negatives)
+        return d
+
+
+@dataclass
+class RerankerArgs:
+    """How ``hiera train-reranker`` trains a cross-encoder (QUEST's recipe)."""
+
+    base_model: str = DEFAULT_MODEL
+    negatives_per_positive: int = 2  # half from BM25's top passages, half random
+    batch_size: int = 32
+    epochs: float = 1.0
+    max_steps: int | None = None
+    max_examples: int | None = None
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    max_length: int = 256
+    seed: int = 42
+    save_steps: int = 100
+    max_minutes: float | None = None
+    dev_fraction: float = 0.1  # questions held out to calibrate the threshold when no dev set is given
+    depth: int = 100
+    progress: bool = True
+
+    def check(self) -> RerankerArgs:
+        if self.negatives_per_positive < 1:
+            raise BadInputError("--negatives-per-positive must be at least 1")
+        if not 0.0 <= self.dev_fraction < 1.0:
+            raise BadInputError("--dev-fraction must be in [0, 1)")
+        if self.batch_size <= 0 or self.max_length <= 0:
+            raise BadInputError("--batch-size and --max-length must be positive")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,163 @@
+"""``hiera train`` (dual encoders) and ``hiera train-reranker`` (cross-encoder)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from hiera.errors import BadInputError
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _questions(args: argparse.Namespace, path: str | None = None, fmt: str | None = None) -> list:
+    from hiera.eval.questions import load_questions
+
+    qs = load_questions(path or args.questions, fmt or args.format, limit=args.limit)
+    if not qs:
+        raise BadInputError(f"{path or args.questions} holds no questions")
+    return qs
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from hiera.train.args import TrainArgs
+    from hiera.train.biencoder import train_biencoder
+
+    targs = TrainArgs(
+        level=args.level,
+        negatives=tuple(x.strip() for x in args.negatives.split(",") if x.strip()),
+        hard_negatives=args.hard_negatives,
+        per_kind=args.per_kind,
+        iterations=args.iterations,
+        base_model=args.base_model,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_examples=args.max_examples,
+        learning_rate=args.lr,
+        max_seq_length=args.max_seq_length,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        max_minutes=args.max_minutes,
+        progress=not args.quiet,
+    )
+    report = train_biencoder(
+        args.index, _questions(args), args.out, targs, log=_log if not args.quiet else (lambda m: None)
+    )
+    print(
+        json.dumps(
+            {
+                "model": args.out,
+                "iterations": report["iterations"],
+                "seconds": report["seconds_total"],
+                "peak_rss_mb": report["peak_rss_mb"],
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+def cmd_train_reranker(args: argparse.Namespace) -> int:
+    from hiera.train.args import RerankerArgs
+    from hiera.train.reranker import train_reranker
+
+    rargs = RerankerArgs(
+        base_model=args.base_model,
+        negatives_per_positive=args.negatives_per_positive,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_examples=args.max_examples,
+        learning_rate=args.lr,
+        max_length=args.max_length,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        max_minutes=args.max_minutes,
+        dev_fraction=args.dev_fraction,
+        progress=not args.quiet,
+    )
+    dev = _questions(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
+    report = train_reranker(
+        args.index,
+        _questions(args),
+        args.out,
+        rargs,
+        dev_questions=dev,
+        log=_log if not args.quiet else (lambda m: None),
+    )
+    print(
+        json.dumps(
+            {
+                "model": args.out,
+                "threshold": report["threshold"],
+                "dev": report["dev"],
+                "train": report["train"],
+                "peak_rss_mb": report["peak_rss_mb"],
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
+    sp.add_argument("index", help="a built collection (BM25 is needed for positives and negatives)")
+    sp.add_argument("--questions", required=True, help="training questions (never the ones you report on)")
+    sp.add_argument("--format", required=True, help=f"question format: {fmts}")
+    sp.add_argument(
+        "--out", required=True, help="model directory to write (replaced only when training succeeds)"
+    )
+    sp.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
+    sp.add_argument(
+        "--max-examples", type=int, default=None, help="a seeded sample of N questions (CPU budgets)"
+    )
+    sp.add_argument(
+        "--base-model", default="all-MiniLM-L6-v2", help="model name or local directory to start from"
+    )
+    sp.add_argument("--batch-size", type=int, default=32)
+    sp.add_argument("--epochs", type=float, default=1.0)
+    sp.add_argument("--max-steps", type=int, default=None)
+    sp.add_argument("--lr", type=float, default=2e-5)
+    sp.add_argument("--seed", type=int, default=42)
+    sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
+
+
+def register(add: Any) -> None:
+    from hiera.eval.questions import QUESTION_FORMATS
+    from hiera.train.negatives import DOC_KINDS, PASSAGE_KINDS
+
+    fmts = ", ".join(sorted(QUESTION_FORMATS))
+    sp = add("train", cmd_train, "train a document- or passage-level dual encoder with DHR's negatives")
+    _common(sp, fmts)
+    sp.add_argument("--level", choices=["passage", "doc"], default="passage")
+    sp.add_argument(
+        "--negatives",
+        default="in-batch,bm25",
+        help=f"comma list; passage: {', '.join(PASSAGE_KINDS)}; doc: {', '.join(DOC_KINDS)} "
+        "(mined is added by --iterations 2)",
+    )
+    sp.add_argument(
+        "--hard-negatives", type=int, default=1, help="hard negatives per example (kinds taken in turn)"
+    )
+    sp.add_argument("--per-kind", type=int, default=4, help="negatives of each kind kept per question")
+    sp.add_argument("--iterations", type=int, default=1, choices=[1, 2])
+    sp.add_argument("--max-seq-length", type=int, default=None)
+    sp.add_argument("--save-steps", type=int, default=50)
+
+    sp = add(
+        "train-reranker", cmd_train_reranker, "train a cross-encoder reranker and calibrate its threshold"
+    )
+    _common(sp, fmts)
+    sp.add_argument("--negatives-per-positive", type=int, default=2, help="half BM25, half random")
+    sp.add_argument("--max-length", type=int, default=256)
+    sp.add_argument("--save-steps", type=int, default=100)
+    sp.add_argument(
+        "--dev-questions", default=None, help="calibration questions (default: hold out --dev-fraction)"
+    )
+    sp.add_argument("--dev-format", default=None)
+    sp.add_argument("--dev-fraction", type=float, default=0.1)

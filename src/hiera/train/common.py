@@ -1,0 +1,100 @@
+"""What both trainers share: offline setup, budgets, resumable checkpoints, atomic publishing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import resource
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hiera.errors import BadInputError, HieraError
+from hiera.eval.questions import Question
+
+
+def offline() -> None:
+    """Training libraries must never reach for the network (there is none)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("WANDB_DISABLED", "true")
+
+
+def require_training_libs() -> None:
+    """``datasets`` and ``accelerate`` come with the ``train`` extra; say so instead of a traceback."""
+    import importlib.util
+
+    missing = [m for m in ("datasets", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise HieraError(f"training needs {', '.join(missing)}: pip install 'hiera[train]'")
+
+
+def sample_questions(questions: Sequence[Question], limit: int | None, seed: int) -> list[Question]:
+    """A seeded sample (in original order) when a CPU budget caps the examples."""
+    qs = list(questions)
+    if not qs:
+        raise BadInputError("no training questions")
+    if limit is None or limit >= len(qs):
+        return qs
+    keep = sorted(random.Random(seed).sample(range(len(qs)), limit))
+    return [qs[i] for i in keep]
+
+
+def questions_digest(questions: Sequence[Question]) -> str:
+    h = hashlib.sha256()
+    for q in questions:
+        h.update(f"{q.id}\x00{q.text}\x00".encode())
+    return h.hexdigest()[:16]
+
+
+def last_checkpoint(folder: Path) -> str | None:
+    """The newest complete ``checkpoint-N`` under ``folder`` (resume point), if any."""
+    if not folder.is_dir():
+        return None
+    cands = []
+    for p in folder.iterdir():
+        if p.name.startswith("checkpoint-") and p.name[11:].isdigit() and (p / "trainer_state.json").exists():
+            cands.append((int(p.name[11:]), p))
+    return str(max(cands)[1]) if cands else None
+
+
+def time_budget_callback(max_minutes: float | None) -> list[Any]:
+    """A transformers callback that stops (and saves) once training has run ``max_minutes``."""
+    if not max_minutes:
+        return []
+    from transformers import TrainerCallback
+
+    class _Budget(TrainerCallback):
+        def __init__(self) -> None:
+            self.t0 = time.monotonic()
+            self.stopped_early = False
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            if time.monotonic() - self.t0 > max_minutes * 60:
+                control.should_training_stop = True
+                control.should_save = True
+                self.stopped_early = True
+            return control
+
+    return [_Budget()]
+
+
+def publish(tmp: Path, dest: Path) -> None:
+    """Replace ``dest`` with the finished ``tmp`` directory; a failure leaves the old one in place."""
+    old = dest.with_name(dest.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if dest.exists():
+        dest.rename(old)
+    tmp.rename(dest)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -1,0 +1,239 @@
+"""Train a cross-encoder reranker from all-MiniLM-L6-v2 and calibrate its threshold.
+
+QUEST's recipe: one output logit trained with binary cross-entropy on
+(question, passage) pairs, positives against BM25 and random negatives in
+equal numbers. The probability threshold is then chosen on held-out
+questions to maximize F1 of "relevant", so the same model can act as the
+relevance classifier of set queries; it is saved next to the weights in
+``hiera-reranker.json`` and :class:`hiera.rerank.Reranker` reads it.
+
+Passages are given to the model as the indexes give them to the passage
+encoder: titled text (document title and section path, newline, text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from hiera.collection import Collection
+from hiera.encode import resolve_model_path
+from hiera.errors import HieraError
+from hiera.eval.questions import Question
+from hiera.index.manifest import write_json_atomic
+from hiera.train import negatives as neg
+from hiera.train.args import RerankerArgs
+from hiera.train.common import (
+    last_checkpoint,
+    offline,
+    peak_rss_mb,
+    publish,
+    require_training_libs,
+    sample_questions,
+    time_budget_callback,
+)
+from hiera.train.examples import find_positive, judge_for
+from hiera.train.pool import PassagePool
+
+META_FILE = "hiera-reranker.json"
+
+
+def reranker_pairs(
+    col: Collection,
+    pool: PassagePool,
+    questions: Sequence[Question],
+    negatives_per_positive: int,
+    seed: int,
+    depth: int = 100,
+    progress: bool = False,
+) -> tuple[list[tuple[str, str]], list[float]]:
+    """Labelled pairs: each question's positive, then BM25 and random negatives, half each."""
+    rng = random.Random(seed)
+    bm25 = col.bm25_passages
+    n_bm25 = (negatives_per_positive + 1) // 2
+    pairs: list[tuple[str, str]] = []
+    labels: list[float] = []
+    for q in tqdm(questions, desc="reranker pairs", unit="q", disable=not progress, leave=False):
+        found = find_positive(pool, bm25, q, depth)
+        if found is None:
+            continue
+        pos = found[0]
+        judge = judge_for(pool, q)
+        hard = neg.bm25_passages(bm25, q.text, judge, pos, n_bm25, depth)
+        seen = {pos, *hard}
+        rand = neg.random_fill(
+            len(pool.passage_ids), judge.passage, seen, negatives_per_positive - len(hard), rng
+        )
+        pairs.append((q.text, pool.passage_input[pos]))
+        labels.append(1.0)
+        for p in hard + rand:
+            pairs.append((q.text, pool.passage_input[p]))
+            labels.append(0.0)
+    return pairs, labels
+
+
+def calibrate_threshold(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """The probability cut that maximizes F1 of the positive class, with its precision/recall."""
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels) > 0.5
+    if labels.sum() == 0 or labels.all():
+        raise HieraError("calibration needs both relevant and irrelevant pairs")
+    order = np.argsort(-probs, kind="stable")
+    p_sorted, l_sorted = probs[order], labels[order]
+    tp = np.cumsum(l_sorted)
+    fp = np.cumsum(~l_sorted)
+    precision = tp / (tp + fp)
+    recall = tp / labels.sum()
+    f1 = 2 * precision * recall / np.maximum(precision + recall, 1e-12)
+    # Only cut between distinct scores: a threshold cannot split ties.
+    last_of_run = np.r_[p_sorted[1:] != p_sorted[:-1], True]
+    f1 = np.where(last_of_run, f1, -1.0)
+    i = int(np.argmax(f1))
+    nxt = p_sorted[i + 1] if i + 1 < len(p_sorted) else 0.0
+    threshold = float((p_sorted[i] + nxt) / 2)
+    # ROC AUC by ranks (Mann-Whitney U), ties counted half.
+    ranks = np.empty(len(probs))
+    ranks[np.argsort(probs, kind="stable")] = np.arange(1, len(probs) + 1)
+    for v in np.unique(probs):
+        same = probs == v
+        if same.sum() > 1:
+            ranks[same] = ranks[same].mean()
+    n_pos, n_neg = labels.sum(), (~labels).sum()
+    auc = (ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return {
+        "threshold": threshold,
+        "f1": float(f1[i]),
+        "precision": float(precision[i]),
+        "recall": float(recall[i]),
+        "auc": float(auc),
+        "accuracy_at_0.5": float(((probs >= 0.5) == labels).mean()),
+        "pairs": int(len(probs)),
+    }
+
+
+def train_reranker(
+    index: str | Path,
+    questions: Sequence[Question],
+    out: str | Path,
+    args: RerankerArgs,
+    dev_questions: Sequence[Question] | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """``hiera train-reranker``: pairs, BCE training, threshold calibration, publish ``out``."""
+    args.check()
+    offline()
+    require_training_libs()
+    import datasets
+    import transformers
+    from sentence_transformers.cross_encoder import (
+        CrossEncoder,
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+    )
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    transformers.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    out = Path(out)
+    t0 = time.perf_counter()
+    col = Collection(index)
+    pool = PassagePool.from_collection(col)
+    qs = sample_questions(questions, args.max_examples, args.seed)
+    if dev_questions is None:
+        rng = random.Random(args.seed)
+        order = list(range(len(qs)))
+        rng.shuffle(order)
+        n_dev = max(1, int(round(len(qs) * args.dev_fraction))) if args.dev_fraction > 0 else 0
+        dev_idx = set(order[:n_dev])
+        dev_questions = [q for i, q in enumerate(qs) if i in dev_idx]
+        qs = [q for i, q in enumerate(qs) if i not in dev_idx]
+    train_pairs, train_labels = reranker_pairs(
+        col, pool, qs, args.negatives_per_positive, args.seed, args.depth, args.progress
+    )
+    dev_pairs, dev_labels = reranker_pairs(
+        col, pool, dev_questions, args.negatives_per_positive, args.seed + 1, args.depth, args.progress
+    )
+    if len(train_pairs) < 2:
+        raise HieraError("fewer than 2 training pairs; give more questions")
+    log(f"reranker: {len(train_pairs)} training pairs from {len(qs)} questions, {len(dev_pairs)} dev pairs")
+    transformers.set_seed(args.seed)
+    model = CrossEncoder(
+        str(resolve_model_path(args.base_model)), num_labels=1, max_length=args.max_length, device="cpu"
+    )
+    work = out.with_name(out.name + ".work")
+    targs = CrossEncoderTrainingArguments(
+        output_dir=str(work / "checkpoints"),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps if args.max_steps else -1,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_ratio,
+        seed=args.seed,
+        data_seed=args.seed,
+        save_strategy="steps",
+        save_steps=args.save_steps,
+        save_total_limit=1,
+        logging_steps=10,
+        report_to="none",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=not args.progress,
+    )
+    dataset = datasets.Dataset.from_dict(
+        {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": train_labels}
+    )
+    callbacks = time_budget_callback(args.max_minutes)
+    trainer = CrossEncoderTrainer(
+        model=model,
+        args=targs,
+        train_dataset=dataset,
+        loss=BinaryCrossEntropyLoss(model),
+        callbacks=callbacks,
+    )
+    resume = last_checkpoint(work / "checkpoints")
+    if resume:
+        log(f"resuming from {resume}")
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
+        result = trainer.train(resume_from_checkpoint=resume)
+    train_seconds = time.perf_counter() - t
+    calib: dict[str, Any] = {"threshold": 0.5, "note": "no dev pairs: default threshold"}
+    if dev_pairs and 0 < sum(dev_labels) < len(dev_labels):
+        probs = model.predict(dev_pairs, batch_size=64, show_progress_bar=False)
+        calib = calibrate_threshold(np.asarray(probs), np.asarray(dev_labels))
+    tmp = out.with_name(out.name + ".partial")
+    model.save(str(tmp))
+    report = {
+        "args": args.to_dict(),
+        "collection": str(col.root),
+        "threshold": calib["threshold"],
+        "dev": calib,
+        "train": {
+            "questions": len(qs),
+            "pairs": len(train_pairs),
+            "positives": int(sum(train_labels)),
+            "steps": int(trainer.state.global_step),
+            "train_loss": float(result.training_loss),
+            "seconds": round(train_seconds, 1),
+            "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
+            "resumed_from": resume,
+        },
+        "dev_questions": len(dev_questions),
+        "seconds_total": round(time.perf_counter() - t0, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+    write_json_atomic(tmp / META_FILE, report)
+    publish(tmp, out)
+    log(
+        f"reranker: {report['train']['steps']} steps in {train_seconds:.0f}s; threshold {calib['threshold']:.3f} "
+        f"(dev F1 {calib.get('f1', float('nan')):.3f}) → {out}"
+    )
+    return report
