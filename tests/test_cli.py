@@ -38,7 +38,7 @@ def test_search_json(root: Path, capsys) -> None:
     assert hit["passage_id"].startswith("chess#")
     assert hit["breadcrumb"].startswith("Chess")
     assert set(hit["stages"]) == {"doc", "passage"}
-    assert data["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "summary"}
+    assert data["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
     assert [s["name"] for s in data["trace"]][0] == "encode-query"
 
 

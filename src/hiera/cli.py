@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--bm25-k1", type=float, default=0.9)
     sp.add_argument("--bm25-b", type=float, default=0.4)
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
-    sp.add_argument("--doc-stage", default="summary", help=f"default DHR document stage: {', '.join(DOC_STAGES)}")
+    sp.add_argument("--doc-stage", default="hybrid-max", help=f"default DHR document stage: {', '.join(DOC_STAGES)}")
     sp.add_argument("--lambda", dest="lam", type=float, default=None, help="default λ for dhr")
     sp.add_argument("--k1", type=int, default=None, help="default number of documents for dhr")
     sp.add_argument("--batch-size", type=int, default=32)

@@ -80,7 +80,7 @@ def test_manifest_records_models_rules_and_files(shared_root: Path) -> None:
     assert m.bm25["tokenizer"]["stemmer"] == "english" and m.bm25["tokenizer"]["stopwords"] == "en"
     assert m.faiss == {"passage": "Flat", "doc": "Flat"}
     assert m.defaults == {"lambda": 1.0, "k1": 100}
-    assert m.doc_stage == {"name": "summary"}
+    assert m.doc_stage == {"name": "hybrid-max"}
     for pkg in ("hiera", "python", "numpy", "faiss-cpu", "bm25s", "torch", "sentence-transformers"):
         assert m.versions.get(pkg), pkg
 

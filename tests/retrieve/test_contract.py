@@ -230,7 +230,7 @@ def test_parameters_change_the_answer(col) -> None:
     assert len({h.doc_id for h in dhr.search(q, k=20, k1=3)}) == 3
     res = dhr.search(q, k=3, lam=0.0)
     assert [h.score for h in res] == pytest.approx([h.stages["passage"].score for h in res], abs=1e-6)
-    assert res.params["lam"] == 0.0 and res.params["k1"] == 100 and res.params["doc_stage"] == "summary"
+    assert res.params["lam"] == 0.0 and res.params["k1"] == 100 and res.params["doc_stage"] == "hybrid-max" and res.params["doc_alpha"] == 0.35
     hy = get_retriever("hybrid", col, fusion="interp", alpha=1.0)
     dense = get_retriever("dense", col).search(q, k=3)
     assert [h.passage_id for h in hy.search(q, k=3)] == [h.passage_id for h in dense]

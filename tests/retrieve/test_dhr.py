@@ -113,7 +113,7 @@ def test_dhr_with_lambda_zero_over_all_documents_is_flat_dense(col: Collection) 
 
 def test_dhr_doc_level_is_the_document_ranking(col: Collection, ref: Reference) -> None:
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
-    results = get_retriever("dhr", col).batch_search(queries, k=6, level="doc")
+    results = get_retriever("dhr", col).batch_search(queries, k=6, level="doc", doc_stage="summary")
     for doc_id, q, res in zip(BASE_IDS, queries, results, strict=True):
         ds = ref.D @ ref.query(q)
         assert res[0].doc_id == doc_id
@@ -207,6 +207,13 @@ def test_doc_stage_scorers_directly(col: Collection, ref: Reference, stage: str)
         expect = (means / np.linalg.norm(means, axis=1, keepdims=True)) @ qv
     elif stage == "passage-max":
         expect = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
+    elif stage == "hybrid-max":
+        bm = col.bm25_passages.scores(q)
+        bmax = np.array([bm[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
+        seen = bmax > 0  # BM25 lists only matching passages; a missed document gets the list's minimum
+        bnorm = np.where(seen, bmax / bmax.max(), (bmax[seen] / bmax.max()).min())
+        dmax = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
+        expect = 0.35 * bnorm + 0.65 * dmax
     if expect is not None:
         np.testing.assert_allclose(full, expect, atol=ATOL)
 

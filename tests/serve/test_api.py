@@ -43,7 +43,7 @@ class TestSearch:
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "summary"}
+        assert body["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
@@ -274,7 +274,7 @@ class TestHealthAndPage:
         assert set(h["models"]) == {"doc", "passage"}
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
-        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "k1": 100, "doc_stage": "summary"}
+        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
         assert "summary" in h["doc_stages"] and h["fusions"] == ["rrf", "interp"]
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 

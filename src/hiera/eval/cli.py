@@ -71,16 +71,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from hiera.collection import Collection
     from hiera.eval.questions import load_questions
-    from hiera.eval.tune import save_defaults, tune_dhr
+    from hiera.eval.tune import save_defaults, tune_dhr, tune_doc_alpha
 
     if args.retriever != "dhr":
         raise BadInputError("only the dhr retriever has λ and k1 to tune")
     questions = load_questions(args.questions, args.format, limit=args.limit)
     col = Collection(args.index)
-    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=args.doc_stage, progress=not args.quiet, log=_log)
+    stage = args.doc_stage or str(col.manifest.doc_stage.get("name", "summary"))
+    alpha = None
+    if stage == "hybrid-max" and any(q.gold_docs for q in questions):
+        alpha, _ = tune_doc_alpha(col, questions, progress=not args.quiet)
+        _log(f"hybrid-max document stage: α = {alpha}")
+    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=stage, progress=not args.quiet, log=_log, doc_alpha=alpha)
     if not args.dry_run:
-        save_defaults(Path(args.index), res.lam, res.k1)
-    print(json.dumps({"lambda": res.lam, "k1": res.k1, "top20": res.top20, "top1": res.top1, "saved": not args.dry_run}))
+        save_defaults(Path(args.index), res.lam, res.k1, doc_alpha=alpha)
+    print(json.dumps({"lambda": res.lam, "k1": res.k1, "doc_alpha": alpha, "top20": res.top20, "top1": res.top1, "saved": not args.dry_run}))
     return 0
 
 

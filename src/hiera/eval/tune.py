@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from hiera.errors import BadInputError
@@ -47,6 +48,7 @@ def tune_dhr(
     k1s: Sequence[int] = (10, 20, 50, 100),
     doc_stage: str | None = None,
     target_k: int = 20,
+    doc_alpha: float | None = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda m: None,
 ) -> TuneResult:
@@ -60,9 +62,12 @@ def tune_dhr(
     r = DhrRetriever(col)
     stage = doc_stage or r.defaults["doc_stage"]
     texts = [q.text for q in questions]
+    params = {**r.defaults, "doc_stage": stage}
+    if doc_alpha is not None:
+        params["doc_alpha"] = float(doc_alpha)
     ctxs = []
     for i in range(0, len(texts), 64):
-        ctxs.extend(r._prepare(texts[i : i + 64], {**r.defaults, "doc_stage": stage}))
+        ctxs.extend(r._prepare(texts[i : i + 64], params))
     cands = [
         r.candidates(q, ctx, max(k1s), stage)
         for q, ctx in tqdm(zip(texts, ctxs, strict=True), total=len(texts), desc="candidates", disable=not progress, leave=False)
@@ -104,12 +109,45 @@ def tune_dhr(
     return TuneResult(lam=best[2], k1=best[3], top20=best[0], top1=best[1], grid=grid)
 
 
-def save_defaults(root: Any, lam: float, k1: int) -> Manifest:
+def tune_doc_alpha(
+    col: Any, questions: Sequence[Question], alphas: Sequence[float] | None = None, progress: bool = True
+) -> tuple[float, dict[float, float]]:
+    """α of the ``hybrid-max`` document stage that maximizes document top-1 (gold documents needed).
+
+    Both components are computed once per question; each α only re-weights them.
+    Ties go to the α nearest 0.5 (neither signal alone).
+    """
+    from hiera.retrieve.docstage import PASSAGE_DEPTH, hybrid_components
+
+    qs = [q for q in questions if q.gold_docs]
+    if not qs:
+        raise BadInputError("tuning the document stage needs questions with gold documents")
+    alphas = list(alphas) if alphas is not None else [round(0.05 * i, 2) for i in range(21)]
+    r = DhrRetriever(col)
+    doc_ids = [d.id for d in col.store.iter_docs()]
+    hits = dict.fromkeys(alphas, 0)
+    ctxs = []
+    for i in range(0, len(qs), 64):
+        ctxs.extend(r._prepare([q.text for q in qs[i : i + 64]], {**r.defaults, "doc_stage": "hybrid-max"}))
+    for q, ctx in tqdm(zip(qs, ctxs, strict=True), total=len(qs), desc="doc alpha", disable=not progress, leave=False):
+        docs, b, d = hybrid_components(col, q.text, ctx, PASSAGE_DEPTH)
+        if len(docs) == 0:
+            continue
+        for a in alphas:
+            hits[a] += doc_ids[int(docs[int(np.argmax(a * b + (1 - a) * d))])] in q.gold_docs
+    scores = {a: hits[a] / len(qs) for a in alphas}
+    best = max(alphas, key=lambda a: (scores[a], -abs(a - 0.5)))
+    return best, scores
+
+
+def save_defaults(root: Any, lam: float, k1: int, doc_alpha: float | None = None) -> Manifest:
     """Write the tuned values into the live index manifest as its new defaults."""
     build_dir = live_build_dir(root)
     if build_dir is None:
         raise BadInputError(f"{root} has no index to tune")
     m = Manifest.read(build_dir)
     m.defaults = {**m.defaults, "lambda": float(lam), "k1": int(k1)}
+    if doc_alpha is not None:
+        m.doc_stage = {**m.doc_stage, "alpha": float(doc_alpha)}
     write_json_atomic(build_dir / MANIFEST, m.to_dict())
     return m

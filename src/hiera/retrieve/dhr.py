@@ -22,7 +22,7 @@ import numpy as np
 from hiera.index.dense import faiss_search
 from hiera.index.select import concat_ranges, topk
 from hiera.retrieve.base import BaseRetriever, _non_negative, _positive_int, ranks_of
-from hiera.retrieve.docstage import check_doc_stage, needs_vectors, score_all_docs, score_docs
+from hiera.retrieve.docstage import HYBRID_ALPHA, check_doc_stage, needs_vectors, score_all_docs, score_docs
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
 
 
@@ -41,6 +41,7 @@ class _Hierarchical(BaseRetriever):
         "lam": (float, _non_negative, "must be a finite number >= 0"),
         "k1": (int, _positive_int, "must be a positive integer"),
         "doc_stage": (str, lambda v: True, "must be a document stage name"),
+        "doc_alpha": (float, lambda v: 0.0 <= v <= 1.0, "must be a number in [0, 1]"),
     }
 
     def base_defaults(self) -> dict[str, Any]:
@@ -49,6 +50,7 @@ class _Hierarchical(BaseRetriever):
             "lam": float(d.get("lambda", 1.0)),
             "k1": int(d.get("k1", 100)),
             "doc_stage": str(self.col.manifest.doc_stage.get("name", "summary")),
+            "doc_alpha": float(self.col.manifest.doc_stage.get("alpha", HYBRID_ALPHA)),
         }
 
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +70,8 @@ class _Hierarchical(BaseRetriever):
             same = self.col.doc_encoder is self.col.passage_encoder and "qp" in vecs
             vecs["qd"] = vecs["qp"] if same else self.col.doc_encoder.encode_query(queries)
         ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{**{k: v[i] for k, v in vecs.items()}, "encode_ms": ms} for i in range(len(queries))]
+        extra = {"encode_ms": ms, "doc_alpha": params["doc_alpha"]}
+        return [{**{k: v[i] for k, v in vecs.items()}, **extra} for i in range(len(queries))]
 
 
 class DhrRetriever(_Hierarchical):

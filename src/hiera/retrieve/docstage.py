@@ -16,6 +16,14 @@ re-order their passages, so this stage bounds the whole method. Scorers:
 ``passage-max`` / ``bm25-passage-max``
     a document scores as its best passage (dense / BM25): the multi-vector
     limit of aggregate documents. Dense: cosine; BM25: divided by the best.
+``hybrid-max``
+    interpolation of the two passage-max stages:
+    ``α · BM25 passage-max / best + (1 − α) · dense passage-max cosine``, each
+    over the top passages of its own index (a document one list misses gets
+    that list's lowest score: an upper bound of what it would have had).
+    α (``doc_alpha``, default 0.35, tuned on SQuAD train questions) keeps
+    BM25's exact-term evidence and dense's paraphrase evidence on one scale;
+    it is the best zero-shot stage on the pooled benchmark (bench/README.md).
 ``fused``
     reciprocal-rank fusion (k = 60) of BM25 and dense passage-max (the two
     strongest stages on the pooled benchmark; fusing the weak summary and
@@ -38,7 +46,9 @@ from hiera.index.dense import faiss_search
 from hiera.index.select import topk
 from hiera.retrieve.base import docs_from_passages
 
-DOC_STAGES = ("summary", "mean", "bm25", "passage-max", "bm25-passage-max", "fused")
+DOC_STAGES = ("summary", "mean", "bm25", "passage-max", "bm25-passage-max", "hybrid-max", "fused")
+DEFAULT_DOC_STAGE = "hybrid-max"
+HYBRID_ALPHA = 0.35
 DEFAULT_FUSED = ("bm25-passage-max", "passage-max")
 RRF_K = 60
 PASSAGE_DEPTH = 1000
@@ -57,7 +67,7 @@ def needs_vectors(name: str, components: tuple[str, ...] = DEFAULT_FUSED) -> set
     for p in parts:
         if p == "summary":
             out.add("qd")
-        elif p in ("mean", "passage-max"):
+        elif p in ("mean", "passage-max", "hybrid-max"):
             out.add("qp")
     return out
 
@@ -102,6 +112,8 @@ def score_docs(
         pos, sc = col.bm25_passages.search(query, max(PASSAGE_DEPTH, 4 * k1))
         docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k1)
         return docs, (dsc / dsc[0] if len(dsc) else dsc)
+    if name == "hybrid-max":
+        return _hybrid_max(col, query, ctx, k1)
     if name == "fused":
         depth = max(k1, 100)
         fused: dict[int, float] = {}
@@ -118,6 +130,34 @@ def score_docs(
         idx, sc = topk(vals, k1)
         return docs[idx], sc / sc[0]
     raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGES)}")
+
+
+def hybrid_components(
+    col: Collection, query: str, ctx: dict[str, Any], depth: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both top lists."""
+    bpos, bsc = col.bm25_passages.search(query, depth)
+    bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
+    if len(bdsc):
+        bdsc = bdsc / bdsc[0]
+    ids, sc = faiss_search(col.passage_faiss, ctx["qp"], depth)
+    keep = ids[0] >= 0
+    ddocs, ddsc, _ = docs_from_passages(col.passage_doc, ids[0][keep], sc[0][keep], col.n_docs)
+    docs = np.union1d(bdocs, ddocs).astype(np.int64)
+    b = np.full(len(docs), float(bdsc.min()) if len(bdsc) else 0.0, dtype=np.float32)
+    d = np.full(len(docs), float(ddsc.min()) if len(ddsc) else 0.0, dtype=np.float32)
+    b[np.searchsorted(docs, bdocs)] = bdsc
+    d[np.searchsorted(docs, ddocs)] = ddsc
+    return docs, b, d
+
+
+def _hybrid_max(col: Collection, query: str, ctx: dict[str, Any], k1: int) -> tuple[np.ndarray, np.ndarray]:
+    alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
+    docs, b, d = hybrid_components(col, query, ctx, max(PASSAGE_DEPTH, 4 * k1))
+    if len(docs) == 0:
+        return docs, np.zeros(0, dtype=np.float32)
+    idx, fused = topk(alpha * b + (1.0 - alpha) * d, k1)
+    return docs[idx], fused
 
 
 def score_all_docs(col: Collection, name: str, query: str, ctx: dict[str, Any]) -> np.ndarray:
