@@ -103,64 +103,80 @@ def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str
         return root
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src / "corpus.sqlite", root / "corpus.sqlite")
-    build(
-        root,
-        BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder, doc_stage="bm25-passage-max"),
-    )
+    build(root, BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder))
     return root
+
+
+def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_limit: int) -> tuple[list, dict]:
+    from hiera.eval.run import evaluate_retriever
+    from hiera.eval.tune import tune_dhr, tune_doc_alpha
+    from hiera.rerank import Reranker, RerankRetriever
+    from hiera.retrieve import get_retriever
+
+    rows, results = [], {}
+
+    def record(label: str, retriever, questions, params: dict) -> None:
+        t = time.perf_counter()
+        run = evaluate_retriever(col, label, questions, (1, 5, 20, 100), retriever=retriever, latency_sample=100)
+        row = {"model": name, "retriever": label, "questions": len(questions)}
+        for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
+            row[key] = round(100 * run.metrics[key], 1) if key in run.metrics else "–"
+        row["p50 ms"] = round(run.metrics.get("latency_ms_p50", float("nan")), 1)
+        rows.append(row)
+        results[f"{name} {label}"] = {"metrics": run.metrics, "params": params, "stage_ms": run.stage_ms}
+        print(f"{name} {label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} "
+              f"({time.perf_counter() - t:.0f}s)", flush=True)
+
+    record("dense", get_retriever("dense", col), dev, {})
+    for stage in stages:
+        params: dict = {"doc_stage": stage}
+        if stage == "hybrid-max":
+            params["doc_alpha"], _ = tune_doc_alpha(col, tune_qs, progress=False)
+        res = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=stage, progress=False,
+                       doc_alpha=params.get("doc_alpha"))
+        params.update(lam=res.lam, k1=res.k1)
+        label = f"dhr[{stage}]"
+        dhr = get_retriever("dhr", col, **params)
+        record(label, dhr, dev, params)
+        if rerank is not None and stage == stages[-1]:
+            sub = dev[:rerank_limit]
+            record(label, dhr, sub, params)  # the same questions, without the reranker
+            rr = RerankRetriever(dhr, Reranker(rerank), depth=20, levels=("passage",))
+            record(label + " + rerank@20", rr, sub, params)
+    return rows, results
 
 
 def step_eval(args, data: Path) -> dict:
     from hiera.collection import Collection
-    from hiera.eval.run import evaluate_retriever
-    from hiera.eval.tune import tune_dhr
-    from hiera.retrieve import get_retriever
 
     dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     train = train_questions(data)
     step = max(1, len(train) // args.tune_limit)
     tune_qs = train[::step][: args.tune_limit]
     base = "all-MiniLM-L6-v2"
+    doc_model = MODELS / "doc"
+    d_enc = str(doc_model) if (doc_model / "hiera-train.json").exists() else base
+    reranker = MODELS / "reranker"
     variants = {
         "zero-shot": (args.root, None),
-        "iter1": (None, (str(MODELS / "passage-iter1"), str(MODELS / "doc"))),
-        "iter2": (None, (str(MODELS / "passage"), str(MODELS / "doc"))),
+        "iter1": (None, str(MODELS / "passage-iter1")),
+        "iter2": (None, str(MODELS / "passage")),
     }
     rows, results = [], {}
-    for name, (root, encoders) in variants.items():
+    for name, (root, p_enc) in variants.items():
         if root is None:
-            p_enc, d_enc = encoders
             if not Path(p_enc).exists():
                 print(f"skip {name}: {p_enc} missing")
                 continue
-            d_enc = d_enc if Path(d_enc).exists() else base
             root = _collection_for(args.root, name, p_enc, d_enc)
         col = Collection(root)
         col.warmup()
-        todo = [("dense", {}), ("dhr", {"doc_stage": "summary"}), ("dhr", {"doc_stage": "bm25-passage-max"})]
-        for retr, params in todo:
-            if retr == "dhr":
-                res = tune_dhr(
-                    col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=params["doc_stage"], progress=False
-                )
-                params = {**params, "lam": res.lam, "k1": res.k1}
-            label = f"{name} {retr}" + (
-                f"[{params['doc_stage']}] λ={params['lam']} k1={params['k1']}" if params else ""
-            )
-            t = time.perf_counter()
-            run = evaluate_retriever(
-                col, label, dev, (1, 5, 20, 100), retriever=get_retriever(retr, col, **params)
-            )
-            row = {"model": name, "retriever": label.split(" ", 1)[1]}
-            for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
-                row[key] = round(100 * run.metrics[key], 1) if key in run.metrics else "–"
-            rows.append(row)
-            results[label] = {"metrics": run.metrics, "params": params}
-            print(
-                f"{label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} ({time.perf_counter() - t:.0f}s)",
-                flush=True,
-            )
-    return {"rows": rows, "results": results}
+        stages = ["hybrid-max"] if name != "iter2" or d_enc == base else ["summary", "hybrid-max"]
+        use_rr = reranker if name == "iter2" and (reranker / "hiera-reranker.json").exists() else None
+        r, res = _eval_rows(col, name, dev, tune_qs, stages, use_rr, args.rerank_limit)
+        rows += r
+        results.update(res)
+    return {"rows": rows, "results": results, "doc_encoder": d_enc}
 
 
 def main() -> None:
@@ -181,6 +197,7 @@ def main() -> None:
     ap.add_argument("--max-minutes", type=float, default=30.0, help="hard cap per model (the issue's budget)")
     ap.add_argument("--limit", type=int, default=None, help="first N dev questions only")
     ap.add_argument("--tune-limit", type=int, default=1000)
+    ap.add_argument("--rerank-limit", type=int, default=1000, help="dev questions for the reranker rows (CPU)")
     args = ap.parse_args()
     data = data_dir()
     steps = [s for s in args.steps.split(",") if s]

@@ -119,7 +119,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         bm25_doc_text=args.bm25_doc_text,
         batch_size=args.batch_size,
         progress=not args.quiet,
-        doc_stage=check_doc_stage(args.doc_stage),
+        doc_stage=check_doc_stage(args.doc_stage) if args.doc_stage else None,
     )
     defaults = {}
     if args.lam is not None:
@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--bm25-k1", type=float, default=0.9)
     sp.add_argument("--bm25-b", type=float, default=0.4)
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
-    sp.add_argument("--doc-stage", default="hybrid-max", help=f"default DHR document stage: {', '.join(DOC_STAGES)}")
+    sp.add_argument(
+        "--doc-stage", default=None, help=f"default DHR document stage: {', '.join(DOC_STAGES)} (default: hybrid-max)"
+    )
     sp.add_argument("--lambda", dest="lam", type=float, default=None, help="default λ for dhr")
     sp.add_argument("--k1", type=int, default=None, help="default number of documents for dhr")
     sp.add_argument("--batch-size", type=int, default=32)

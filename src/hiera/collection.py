@@ -17,7 +17,7 @@ from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.build import live_build_dir
+from hiera.index.build import DOC_STAGE_NEEDS, live_build_dir
 from hiera.index.dense import load_faiss, load_matrix
 from hiera.index.manifest import Manifest
 
@@ -46,6 +46,12 @@ class Collection:
             raise ManifestMismatchError(
                 f"the index of {self.root} was built at corpus version {self.manifest.corpus_version} but the corpus "
                 f"is at version {self.store.version} (documents were ingested since); run `hiera build {self.root}`"
+            )
+        stage = self.manifest.doc_stage.get("name")
+        if stage is not None and stage not in DOC_STAGE_NEEDS:
+            raise ManifestMismatchError(
+                f"the index of {self.root} names document stage {stage!r}, which this version of hiera does not know; "
+                f"rebuild with `hiera build {self.root}`"
             )
         self.mmap = mmap
         self.cache_dir = cache_dir

@@ -328,6 +328,11 @@ def test_add_appends_without_reencoding_old_texts(col_copy: Path, tmp_path: Path
     np.testing.assert_array_equal(col.passage_vectors[:n_old], old_p)
     np.testing.assert_array_equal(col.doc_vectors[:6], old_d)
     np.testing.assert_allclose(col.doc_mean_vectors[:6], old_mean, atol=2e-3)  # means of float16-rounded rows
+    # the appended documents' aggregate vectors are the normalized means of their own passages
+    P = col.passage_vectors.astype(np.float32)
+    for d in (6, 7):
+        m = P[col.doc_offsets[d] : col.doc_offsets[d + 1]].mean(axis=0)
+        np.testing.assert_allclose(col.doc_mean_vectors[d].astype(np.float32), m / np.linalg.norm(m), atol=2e-3)
     # the appended FAISS rows are the new vectors, in layout order
     faiss = faiss_module()
     flat = faiss.downcast_index(col.passage_faiss)
@@ -400,9 +405,33 @@ def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
                     assert -1.0 - 1e-5 <= h.score <= 1.0 + 1e-5
 
 
+def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
+    before = Collection(col_copy).build_dir
+    for stage in ("hybrid-max", "summary", "fused"):
+        with pytest.raises(BadInputError, match="needs the dense"):
+            build(col_copy, BuildOptions(progress=False, dense=False, doc_stage=stage), log=helpers.QUIET)
+    with pytest.raises(BadInputError, match="needs the bm25"):
+        build(col_copy, BuildOptions(progress=False, bm25=False, doc_stage="bm25-passage-max"), log=helpers.QUIET)
+    with pytest.raises(BadInputError, match="unknown document stage"):
+        build(col_copy, BuildOptions(progress=False, doc_stage="abstracts"), log=helpers.QUIET)
+    assert Collection(col_copy).build_dir == before  # nothing was swapped in
+    m = build(col_copy, BuildOptions(progress=False, bm25=False), log=helpers.QUIET)
+    assert m.doc_stage == {"name": "passage-max"}  # the default adapts to what is built
+
+
+def test_manifest_with_an_unknown_doc_stage_is_refused(col_copy: Path) -> None:
+    col = Collection(col_copy)
+    path = col.build_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    data["doc_stage"] = {"name": "from-the-future"}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestMismatchError, match="from-the-future"):
+        Collection(col_copy)
+
+
 def test_bm25_only_build(col_copy: Path) -> None:
     m = build(col_copy, BuildOptions(progress=False, dense=False), log=helpers.QUIET)
-    assert m.models == {} and m.faiss == {}
+    assert m.models == {} and m.faiss == {} and m.doc_stage == {"name": "bm25-passage-max"}
     col = Collection(col_copy)
     assert not col.has_dense
     assert not (col.build_dir / "dense").exists()

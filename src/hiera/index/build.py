@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,36 @@ from hiera.index.manifest import Manifest
 INDEX_LINK = "index"
 BUILDS = "builds"
 DOC_TEXTS = ("summary", "fulltext")
+
+# Which indexes each DHR document stage reads (the stages themselves live in
+# hiera.retrieve.docstage). A build refuses a stage its indexes cannot serve.
+DOC_STAGE_NEEDS: dict[str, frozenset[str]] = {
+    "summary": frozenset({"dense"}),
+    "mean": frozenset({"dense"}),
+    "bm25": frozenset({"bm25"}),
+    "passage-max": frozenset({"dense"}),
+    "bm25-passage-max": frozenset({"bm25"}),
+    "hybrid-max": frozenset({"bm25", "dense"}),
+    "fused": frozenset({"bm25", "dense"}),
+}
+
+
+def default_doc_stage(bm25: bool, dense: bool) -> str:
+    """``hybrid-max`` (best measured, zero-shot) when both index kinds exist, else the best one can serve."""
+    if bm25 and dense:
+        return "hybrid-max"
+    return "bm25-passage-max" if bm25 else "passage-max"
+
+
+def check_doc_stage_for(name: str, bm25: bool, dense: bool) -> str:
+    """A clear error for an unknown stage or one whose indexes are not (to be) built."""
+    if name not in DOC_STAGE_NEEDS:
+        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_NEEDS)}")
+    have = {k for k, v in (("bm25", bm25), ("dense", dense)) if v}
+    missing = DOC_STAGE_NEEDS[name] - have
+    if missing:
+        raise BadInputError(f"document stage {name!r} needs the {' and '.join(sorted(missing))} index(es), which this build lacks")
+    return name
 
 
 @dataclass
@@ -49,7 +79,7 @@ class BuildOptions:
     bm25_doc_text: str = "fulltext"
     batch_size: int = 32
     cache_dir: Path | None = None
-    doc_stage: str = "hybrid-max"  # the best zero-shot stage measured (bench/README.md); "summary" is the paper's
+    doc_stage: str | None = None  # None: the best stage the built indexes allow (see default_doc_stage)
     defaults: dict | None = None
     progress: bool = True
 
@@ -66,7 +96,7 @@ class BuildOptions:
             opts.passage_factory = m.faiss.get("passage", "Flat")
             opts.doc_factory = m.faiss.get("doc", "Flat")
         if m.doc_stage:
-            opts.doc_stage = m.doc_stage.get("name", "summary")
+            opts.doc_stage = m.doc_stage.get("name")
         return opts
 
 
@@ -84,6 +114,10 @@ def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[
     store = CorpusStore(root)
     if opts.bm25_doc_text not in DOC_TEXTS:
         raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
+    if not (opts.bm25 or opts.dense):
+        raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
+    stage = opts.doc_stage or default_doc_stage(opts.bm25, opts.dense)
+    opts = replace(opts, doc_stage=check_doc_stage_for(stage, opts.bm25, opts.dense))
     stats = store.stats()
     if stats["passages"] == 0:
         raise BadInputError(f"{root} has no passages to index; ingest documents first")

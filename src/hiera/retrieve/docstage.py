@@ -42,12 +42,12 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
+from hiera.index.build import DOC_STAGE_NEEDS
 from hiera.index.dense import faiss_search
 from hiera.index.select import topk
 from hiera.retrieve.base import docs_from_passages
 
-DOC_STAGES = ("summary", "mean", "bm25", "passage-max", "bm25-passage-max", "hybrid-max", "fused")
-DEFAULT_DOC_STAGE = "hybrid-max"
+DOC_STAGES = tuple(DOC_STAGE_NEEDS)
 HYBRID_ALPHA = 0.35
 DEFAULT_FUSED = ("bm25-passage-max", "passage-max")
 RRF_K = 60
