@@ -117,7 +117,7 @@ def tune_doc_alpha(
     Both components are computed once per question; each α only re-weights them.
     Ties go to the α nearest 0.5 (neither signal alone).
     """
-    from hiera.retrieve.docstage import PASSAGE_DEPTH, hybrid_components
+    from hiera.retrieve.docstage import HYBRID_DEPTH, hybrid_components
 
     qs = [q for q in questions if q.gold_docs]
     if not qs:
@@ -130,7 +130,7 @@ def tune_doc_alpha(
     for i in range(0, len(qs), 64):
         ctxs.extend(r._prepare([q.text for q in qs[i : i + 64]], {**r.defaults, "doc_stage": "hybrid-max"}))
     for q, ctx in tqdm(zip(qs, ctxs, strict=True), total=len(qs), desc="doc alpha", disable=not progress, leave=False):
-        docs, b, d = hybrid_components(col, q.text, ctx, PASSAGE_DEPTH)
+        docs, b, d = hybrid_components(col, q.text, ctx, HYBRID_DEPTH)
         if len(docs) == 0:
             continue
         for a in alphas:

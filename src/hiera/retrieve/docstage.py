@@ -21,6 +21,7 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     ``α · BM25 passage-max / best + (1 − α) · dense passage-max cosine``, each
     over the top passages of its own index (a document one list misses gets
     that list's lowest score: an upper bound of what it would have had).
+    Each list is the top ``max(200, 4 · k1)`` passages.
     α (``doc_alpha``, default 0.35, tuned on SQuAD train questions) keeps
     BM25's exact-term evidence and dense's paraphrase evidence on one scale;
     it is the best zero-shot stage on the pooled benchmark (bench/README.md).
@@ -49,6 +50,9 @@ from hiera.retrieve.base import docs_from_passages
 
 DOC_STAGES = tuple(DOC_STAGE_NEEDS)
 HYBRID_ALPHA = 0.35
+# Passages each hybrid-max component looks at: enough to cover k1 documents,
+# few enough that an HNSW passage index answers quickly (its ef grows with k).
+HYBRID_DEPTH = 200
 DEFAULT_FUSED = ("bm25-passage-max", "passage-max")
 RRF_K = 60
 PASSAGE_DEPTH = 1000
@@ -153,7 +157,7 @@ def hybrid_components(
 
 def _hybrid_max(col: Collection, query: str, ctx: dict[str, Any], k1: int) -> tuple[np.ndarray, np.ndarray]:
     alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
-    docs, b, d = hybrid_components(col, query, ctx, max(PASSAGE_DEPTH, 4 * k1))
+    docs, b, d = hybrid_components(col, query, ctx, max(HYBRID_DEPTH, 4 * k1))
     if len(docs) == 0:
         return docs, np.zeros(0, dtype=np.float32)
     idx, fused = topk(alpha * b + (1.0 - alpha) * d, k1)
