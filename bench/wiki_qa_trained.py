@@ -140,9 +140,9 @@ def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_l
         record(label, dhr, dev, params)
         if rerank is not None and stage == stages[-1]:
             sub = dev[:rerank_limit]
-            record(label, dhr, sub, params)  # the same questions, without the reranker
+            record(f"{label} @{len(sub)}q", dhr, sub, params)  # the same questions, without the reranker
             rr = RerankRetriever(dhr, Reranker(rerank), depth=20, levels=("passage",))
-            record(label + " + rerank@20", rr, sub, params)
+            record(f"{label} + rerank@20 @{len(sub)}q", rr, sub, params)
     return rows, results
 
 
