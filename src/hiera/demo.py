@@ -47,7 +47,7 @@ def ensure_demo_collection(root: Path, rebuild: bool = False, log=print) -> None
             log(f"  {fmt}: {rep.documents} documents, {rep.passages} passages, {rep.redirects} redirects "
                 f"({time.perf_counter() - t:.1f}s)")
     log("  building BM25 and dense indexes (encoding is the slow part; Ctrl-C and rerun resumes)")
-    build(root, BuildOptions(doc_stage="summary"), log=lambda m: log("  " + m))
+    build(root, BuildOptions(), log=lambda m: log("  " + m))
     marker.write_text(json.dumps({"sources": [str(p) for ps, _ in sources for p in ps]}), encoding="utf-8")
 
 
@@ -72,17 +72,29 @@ def run_demo(root: Path, questions: list[str], k: int = 3, rebuild: bool = False
             text = h.text if len(h.text) <= 220 else h.text[:217] + "..."
             print(f"  {h.rank}. {h.breadcrumb()}")
             print(f"     score {h.score:.3f} = passage {h.stages['passage'].score:.3f} + "
-                  f"λ·document {h.stages['doc'].score:.3f}   [{_reason(h)}]")
+                  f"λ·document {h.stages['doc'].score:.3f}   [{_reason(h, res.params.get('doc_stage', ''))}]")
             print(f"     {text}")
         print()
     print(f"done in {time.perf_counter() - t0:.1f}s. Browse the same collection:\n")
     print(f"    hiera serve {root}      (then open http://127.0.0.1:8000/)\n")
 
 
-def _reason(hit: Any) -> str:
+_STAGE_WORDS = {
+    "summary": "its summary",
+    "mean": "its mean passage vector",
+    "bm25": "BM25 over its text",
+    "passage-max": "its best passage (dense)",
+    "bm25-passage-max": "its best passage (BM25)",
+    "hybrid-max": "its best passages (BM25 + dense)",
+    "fused": "fused BM25 and dense evidence",
+}
+
+
+def _reason(hit: Any, stage: str) -> str:
     d, p = hit.stages["doc"], hit.stages["passage"]
     where = f"section “{hit.section_path[-1]}”" if hit.section_path else "the lead"
-    return f"document ranked #{d.rank} by its summary; passage #{p.rank} among its candidates, from {where}"
+    how = _STAGE_WORDS.get(stage, stage)
+    return f"document ranked #{d.rank} by {how}; passage #{p.rank} among its candidates, from {where}"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
