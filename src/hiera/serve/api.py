@@ -67,9 +67,17 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, reranker: Path | None = None, rerank_depth: int = 20) -> None:
         self.root = Path(root)
         self.col = Collection(self.root)
+        self.reranker = None
+        self.rerank_depth = rerank_depth
+        if reranker is not None:
+            from hiera.rerank import MAX_DEPTH, Reranker
+
+            if not 1 <= rerank_depth <= MAX_DEPTH:
+                raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
+            self.reranker = Reranker(reranker)
         built = set()
         if self.col.manifest.bm25 is not None:
             built.add("bm25")
@@ -92,7 +100,13 @@ class Service:
         self.warm = True
         log.info("warmed up %s in %.1f s", self.root, time.perf_counter() - t)
 
-    def retriever(self, name: str) -> Retriever:
+    def retriever(self, name: str, rerank: bool = False) -> Retriever:
+        if rerank:
+            if self.reranker is None:
+                raise HieraError("this server was started without a reranker (hiera serve DIR --rerank MODEL)")
+            from hiera.rerank import RerankRetriever
+
+            return RerankRetriever(self.retriever(name), self.reranker, depth=self.rerank_depth)
         if name in self.retrievers:
             return self.retrievers[name]
         valid = ", ".join(self.available)
@@ -118,6 +132,9 @@ class Service:
             "retriever_params": {n: _jsonable(getattr(r, "defaults", {})) for n, r in self.retrievers.items()},
             "retriever_levels": {n: list(getattr(r, "levels", ("passage",))) for n, r in self.retrievers.items()},
             "doc_stages": list(DOC_STAGES),
+            "reranker": None
+            if self.reranker is None
+            else {"name": self.reranker.name, "threshold": self.reranker.threshold, "depth": self.rerank_depth},
             "fusions": list(FUSIONS),
             "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS},
         }
@@ -204,14 +221,14 @@ def _finite(name: str, value: float | None) -> float | None:
     return value
 
 
-def create_app(root: Path, warmup: bool = True) -> FastAPI:
+def create_app(root: Path, warmup: bool = True, reranker: Path | None = None, rerank_depth: int = 20) -> FastAPI:
     """The API for the collection at ``root``.
 
     The collection is opened here, not at the first request, so a wrong
     directory or a stale index fails at start-up with its own message
     (a :class:`HieraError`). ``warmup`` loads everything before serving.
     """
-    service = Service(Path(root))
+    service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -262,6 +279,7 @@ def create_app(root: Path, warmup: bool = True) -> FastAPI:
         doc_stage: str | None = Query(None, description="DHR: document-stage scorer"),
         fusion: str | None = Query(None, description="hybrid: rrf or interp"),
         alpha: float | None = Query(None, description="hybrid interp: weight of the dense score"),
+        rerank: bool = Query(False, description="rescore the top hits with the server's cross-encoder"),
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
 
@@ -275,7 +293,7 @@ def create_app(root: Path, warmup: bool = True) -> FastAPI:
             raise _unprocessable(f"the query is {len(q)} characters long; the limit is {MAX_QUERY_CHARS}")
         if not 1 <= k <= MAX_K:
             raise _unprocessable(f"k must be between 1 and {MAX_K}, got {k}")
-        r = service.retriever(retriever)
+        r = service.retriever(retriever, rerank=rerank)
         given = {
             "lam": _finite("lambda", lam),
             "k1": k1,

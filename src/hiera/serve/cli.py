@@ -23,7 +23,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    app = create_app(Path(args.index), warmup=not args.no_warmup)
+    app = create_app(
+        Path(args.index),
+        warmup=not args.no_warmup,
+        reranker=Path(args.rerank) if args.rerank else None,
+        rerank_depth=args.rerank_depth,
+    )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"
     print(f"hiera: serving {args.index} at {url} (API docs at {url}docs); Ctrl-C stops", file=sys.stderr, flush=True)
@@ -38,3 +43,5 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     sp.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=int, default=8000)
     sp.add_argument("--no-warmup", action="store_true", help="start at once; the first searches load the indexes")
+    sp.add_argument("--rerank", default=None, help="cross-encoder directory: enables /search?rerank=true")
+    sp.add_argument("--rerank-depth", type=int, default=20, help="hits the reranker rescores")
