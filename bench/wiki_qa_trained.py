@@ -37,7 +37,7 @@ from hiera.eval.questions import load_questions  # noqa: E402
 from hiera.train.args import RerankerArgs, TrainArgs  # noqa: E402
 
 MODELS = WORK / "models"
-STEPS = ("train-passage", "train-doc", "train-reranker", "eval")
+STEPS = ("train-passage", "train-doc", "train-reranker", "eval", "eval-doc")
 
 
 def train_questions(data: Path):
@@ -179,6 +179,36 @@ def step_eval(args, data: Path) -> dict:
     return {"rows": rows, "results": results, "doc_encoder": d_enc}
 
 
+def step_eval_doc(args, data: Path) -> dict:
+    """The paper's summary document stage with the trained document encoder (zero-shot: bench/wiki_qa.py)."""
+    from hiera.collection import Collection
+    from hiera.eval.run import evaluate_retriever
+    from hiera.eval.tune import tune_dhr
+    from hiera.retrieve import get_retriever
+
+    if not (MODELS / "doc" / "hiera-train.json").exists():
+        raise SystemExit("train the document encoder first (--steps train-doc)")
+    dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
+    train = train_questions(data)
+    tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
+    rows, results = [], {}
+    for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"), ("iter2 passage", str(MODELS / "passage"))):
+        root = _collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
+        col = Collection(root)
+        col.warmup()
+        res = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage="summary", progress=False)
+        params = {"doc_stage": "summary", "lam": res.lam, "k1": res.k1}
+        run = evaluate_retriever(col, "dhr[summary]", dev, (1, 5, 20, 100), retriever=get_retriever("dhr", col, **params),
+                                 latency_sample=50)
+        row = {"model": f"trained doc encoder + {name}", "retriever": "dhr[summary]", "questions": len(dev)}
+        for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
+            row[key] = round(100 * run.metrics[key], 1)
+        rows.append(row)
+        results[row["model"]] = {"metrics": run.metrics, "params": params}
+        print(row, flush=True)
+    return {"rows": rows, "results": results}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -212,12 +242,16 @@ def main() -> None:
             "train-doc": step_train_doc,
             "train-reranker": step_train_reranker,
             "eval": step_eval,
+            "eval-doc": step_eval_doc,
         }[s](args, data)
         print(f"== {s} done in {time.perf_counter() - t:.0f}s", flush=True)
-    if "eval" in report:
+    for key in ("eval", "eval-doc"):
+        if key not in report:
+            continue
         cols = [
             "model",
             "retriever",
+            "questions",
             "top1",
             "top5",
             "top20",
@@ -225,9 +259,10 @@ def main() -> None:
             "doc_top1",
             "doc_top20",
             "doc_top100",
+            "p50 ms",
         ]
-        print(table(report["eval"]["rows"], cols))
-    path = write_json("wiki_qa_trained", report)
+        print(table(report[key]["rows"], cols))
+    path = write_json("wiki_qa_trained" if "eval" in report else "wiki_qa_trained_" + "_".join(steps), report)
     print(f"wrote {path}")
 
 
