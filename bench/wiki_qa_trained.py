@@ -89,7 +89,10 @@ def step_train_reranker(args, data: Path) -> dict:
     if (out / "hiera-reranker.json").exists():
         return json.loads((out / "hiera-reranker.json").read_text())
     rargs = RerankerArgs(
-        max_examples=args.reranker_examples, max_minutes=args.max_minutes, max_length=args.max_seq_length
+        max_examples=args.reranker_examples,
+        max_minutes=args.max_minutes,
+        max_length=args.max_seq_length,
+        learning_rate=args.reranker_lr,
     )
     return train_reranker(args.root, train_questions(data), out, rargs)
 
@@ -221,8 +224,9 @@ def main() -> None:
     ap.add_argument(
         "--examples", type=int, default=3000, help="training questions per passage-encoder iteration"
     )
-    ap.add_argument("--doc-examples", type=int, default=2000)
-    ap.add_argument("--reranker-examples", type=int, default=2000)
+    ap.add_argument("--doc-examples", type=int, default=1500)
+    ap.add_argument("--reranker-examples", type=int, default=4000)
+    ap.add_argument("--reranker-lr", type=float, default=8e-5, help="a fresh classifier head needs a high rate in few steps")
     ap.add_argument("--max-seq-length", type=int, default=160)
     ap.add_argument("--max-minutes", type=float, default=30.0, help="hard cap per model (the issue's budget)")
     ap.add_argument("--limit", type=int, default=None, help="first N dev questions only")
