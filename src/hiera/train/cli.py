@@ -38,7 +38,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         max_steps=args.max_steps,
         max_examples=args.max_examples,
-        learning_rate=args.lr,
+        **({"learning_rate": args.lr} if args.lr is not None else {}),
         max_seq_length=args.max_seq_length,
         seed=args.seed,
         save_steps=args.save_steps,
@@ -73,7 +73,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         max_steps=args.max_steps,
         max_examples=args.max_examples,
-        learning_rate=args.lr,
+        **({"learning_rate": args.lr} if args.lr is not None else {}),
         max_length=args.max_length,
         seed=args.seed,
         save_steps=args.save_steps,
@@ -122,7 +122,7 @@ def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     sp.add_argument("--batch-size", type=int, default=32)
     sp.add_argument("--epochs", type=float, default=1.0)
     sp.add_argument("--max-steps", type=int, default=None)
-    sp.add_argument("--lr", type=float, default=2e-5)
+    sp.add_argument("--lr", type=float, default=None, help="learning rate (default: 2e-5 dual encoders, 8e-5 reranker)")
     sp.add_argument("--seed", type=int, default=42)
     sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
 
