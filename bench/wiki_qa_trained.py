@@ -37,7 +37,7 @@ from hiera.eval.questions import load_questions  # noqa: E402
 from hiera.train.args import RerankerArgs, TrainArgs  # noqa: E402
 
 MODELS = WORK / "models"
-STEPS = ("train-passage", "train-doc", "train-reranker", "eval", "eval-doc")
+STEPS = ("train-passage", "train-doc", "train-reranker", "eval", "eval-doc", "train-passage-cont", "eval-cont")
 
 
 def train_questions(data: Path):
@@ -195,7 +195,7 @@ def step_eval_doc(args, data: Path) -> dict:
     train = train_questions(data)
     tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
     rows, results = [], {}
-    for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"), ("iter2 passage", str(MODELS / "passage"))):
+    for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"),):  # the document encoder is what changes
         root = _collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
         col = Collection(root)
         col.warmup()
@@ -209,6 +209,49 @@ def step_eval_doc(args, data: Path) -> dict:
         rows.append(row)
         results[row["model"]] = {"metrics": run.metrics, "params": params}
         print(row, flush=True)
+    return {"rows": rows, "results": results}
+
+
+def step_train_passage_cont(args, data: Path) -> dict:
+    """Iteration 2 continued from iteration 1 (``--iter2-init iter1``) on the same examples and mined negatives.
+
+    Reuses ``train-passage``'s examples and iteration-1 model instead of
+    retraining them: the rows and arguments are the ones ``hiera train
+    --iterations 2 --iter2-init iter1`` builds.
+    """
+    from hiera.collection import Collection
+    from hiera.index.manifest import write_json_atomic
+    from hiera.train.biencoder import fit, training_rows
+    from hiera.train.examples import load_examples
+    from hiera.train.pool import PassagePool
+
+    out = MODELS / "passage-cont"
+    if (out / "hiera-train.json").exists():
+        return json.loads((out / "hiera-train.json").read_text())
+    path = MODELS / "passage.work" / "iter2-examples.jsonl"
+    meta = json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])["meta"]
+    examples = load_examples(path, meta)
+    pool = PassagePool.from_collection(Collection(args.root))
+    targs = TrainArgs(level="passage", negatives=("in-batch", "bm25", "in-doc", "in-sec"), iterations=2,
+                      iter2_init="iter1", base_model=str(MODELS / "passage-iter1"), max_examples=args.examples,
+                      max_seq_length=args.max_seq_length, batch_size=32, hard_negatives=1, max_minutes=args.max_minutes)
+    rows = training_rows(examples, pool, "passage", ["bm25", "in-doc", "in-sec", "mined"], 1, targs.seed + 1)
+    stats = fit(rows, targs, MODELS / "passage-cont.work", out)
+    report = {"args": targs.to_dict(), "iterations": [{"model": str(out), "init": targs.base_model, **stats}]}
+    write_json_atomic(out / "hiera-train.json", report)
+    return report
+
+
+def step_eval_cont(args, data: Path) -> dict:
+    from hiera.collection import Collection
+
+    dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
+    train = train_questions(data)
+    tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
+    root = _collection_for(args.root, "iter2-cont", str(MODELS / "passage-cont"), "all-MiniLM-L6-v2")
+    col = Collection(root)
+    col.warmup()
+    rows, results = _eval_rows(col, "iter2-cont", dev, tune_qs, ["hybrid-max"], None, args.rerank_limit)
     return {"rows": rows, "results": results}
 
 
@@ -247,9 +290,11 @@ def main() -> None:
             "train-reranker": step_train_reranker,
             "eval": step_eval,
             "eval-doc": step_eval_doc,
+            "train-passage-cont": step_train_passage_cont,
+            "eval-cont": step_eval_cont,
         }[s](args, data)
         print(f"== {s} done in {time.perf_counter() - t:.0f}s", flush=True)
-    for key in ("eval", "eval-doc"):
+    for key in ("eval", "eval-doc", "eval-cont"):
         if key not in report:
             continue
         cols = [

@@ -22,6 +22,7 @@ class TrainArgs:
     hard_negatives: int = 1  # hard negatives per example, drawn from the kinds in turn
     per_kind: int = 4  # negatives of each kind kept per question (the pool ``hard_negatives`` draws from)
     iterations: int = 1  # 2: mine negatives with the iteration-1 model and train again
+    iter2_init: str = "base"  # iteration 2 starts from the base model (the paper) or continues from "iter1"
     base_model: str = DEFAULT_MODEL
     batch_size: int = 32
     epochs: float = 1.0
@@ -43,6 +44,8 @@ class TrainArgs:
         for name in ("batch_size", "per_kind", "depth", "save_steps"):
             if getattr(self, name) <= 0:
                 raise BadInputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.iter2_init not in ("base", "iter1"):
+            raise BadInputError(f"--iter2-init must be base or iter1, got {self.iter2_init!r}")
         if self.hard_negatives < 0:
             raise BadInputError("--hard-negatives must be ≥ 0")
         if self.batch_size < 2:

@@ -25,6 +25,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +238,12 @@ def train_biencoder(
         kinds2 = [*hard_kinds, "mined"]
         n2 = max(n, 1)
         rows2 = training_rows(examples2, pool, args.level, kinds2, n2, args.seed + 1)
-        stats2 = fit(rows2, args, work / "iter2", out, log)
-        report["iterations"].append({"model": str(out), "negatives": kinds2, **stats2})
+        if args.iter2_init == "iter1":  # continue from the first model instead of starting over
+            args2, run2 = replace(args, base_model=str(first)), work / "iter2-from-iter1"
+        else:
+            args2, run2 = args, work / "iter2"
+        stats2 = fit(rows2, args2, run2, out, log)
+        report["iterations"].append({"model": str(out), "negatives": kinds2, "init": args2.base_model, **stats2})
         log(f"iteration 2: {stats2['steps']} steps in {stats2['seconds']}s → {out}")
     report["seconds_total"] = round(time.perf_counter() - t0, 1)
     report["peak_rss_mb"] = round(peak_rss_mb(), 1)

@@ -33,6 +33,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         hard_negatives=args.hard_negatives,
         per_kind=args.per_kind,
         iterations=args.iterations,
+        iter2_init=args.iter2_init,
         base_model=args.base_model,
         batch_size=args.batch_size,
         epochs=args.epochs,
@@ -146,6 +147,7 @@ def register(add: Any) -> None:
     )
     sp.add_argument("--per-kind", type=int, default=4, help="negatives of each kind kept per question")
     sp.add_argument("--iterations", type=int, default=1, choices=[1, 2])
+    sp.add_argument("--iter2-init", choices=["base", "iter1"], default="base", help="where iteration 2 starts from")
     sp.add_argument("--max-seq-length", type=int, default=None)
     sp.add_argument("--save-steps", type=int, default=50)
 
