@@ -11,7 +11,7 @@ float16 rows, so all methods score the same vectors. A query is
 Methods (k = 20 results, inner product on normalized vectors = cosine):
 
 * ``flat``: exact search, FAISS ``IndexFlatIP`` over all passages;
-* ``hnsw-passages``: FAISS HNSW32 over all passages (efSearch 128);
+* ``hnsw-passages``: FAISS HNSW32 over all passages (efSearch swept);
 * ``dhr-flat`` / ``dhr-hnsw``: DHR serial. Document stage: ``IndexFlatIP`` /
   HNSW32 over the normalized mean of each document's passage vectors (hiera's
   ``mean`` document stage), k1 = 100; passage stage: gather the candidates'
@@ -31,6 +31,13 @@ Also measured: encoding throughput of hiera's ``Encoder.encode_document``
 same ~600 SQuAD passages, interleaved A, B, A, B, and the cached re-encode.
 
     python bench/scale.py --sizes 1000000,5000000 [--queries 200] [--skip-encode] [--hnsw-passages-5m]
+    nice -n 19 python bench/scale.py --build-only --hnsw-passages-5m   # the HNSW builds alone, beside other work
+
+HNSW rows come once per ``--ef-search`` value (a recall/latency curve; the
+document index uses the values ≥ k1, since FAISS searches with max(efSearch,
+k)), so DHR and HNSW over all passages can be compared at equal quality
+(``src@10``: the query's source passage in the top 10, the one measure that
+means the same for every method).
 
 Generated data and HNSW indexes are cached under ``bench/work/scale/``
 (``--rebuild`` discards them); a cached index reports the build time measured
@@ -217,25 +224,47 @@ def index_bytes(index) -> int:
 def hnsw_index(
     matrix: np.ndarray, path: Path, desc: str, args: argparse.Namespace
 ) -> tuple[Any, float, bool]:
-    """HNSW32 (efSearch 128); cached at ``path`` with its measured build time."""
+    """HNSW32 built with ``--ef-construction``; cached at ``path`` with its measured build time.
+
+    Written to a temporary name and renamed, so an interrupted build never
+    leaves a truncated index that a later run would take as cached.
+    """
     faiss = faiss_module()
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists() and not args.rebuild:
-        index = faiss.read_index(str(path))
-        set_search_params(index)
-        return index, float(json.loads(meta.read_text())["build_s"]), True
+        info = json.loads(meta.read_text())
+        if info.get("ef_construction", 40) == args.ef_construction and info.get("n") == matrix.shape[0]:
+            index = faiss.read_index(str(path))
+            set_search_params(index)
+            return index, float(info["build_s"]), True
     faiss.omp_set_num_threads(args.build_threads)
     index = faiss.index_factory(DIM, "HNSW32", faiss.METRIC_INNER_PRODUCT)
+    faiss.downcast_index(index).hnsw.efConstruction = args.ef_construction
     t = time.perf_counter()
     add_chunked(index, matrix, desc)
     build_s = time.perf_counter() - t
     faiss.omp_set_num_threads(args.search_threads)
     set_search_params(index)
-    faiss.write_index(index, str(path))
+    tmp = path.with_name(path.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    tmp.replace(path)
     meta.write_text(
-        json.dumps({"build_s": build_s, "n": int(index.ntotal), "build_threads": args.build_threads})
+        json.dumps(
+            {
+                "build_s": build_s,
+                "n": int(index.ntotal),
+                "build_threads": args.build_threads,
+                "ef_construction": args.ef_construction,
+                "built": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
+        )
     )
+    log(f"{desc}: built in {build_s / 60:.1f} min with {args.build_threads} thread(s)")
     return index, build_s, False
+
+
+def set_ef(index, ef: int) -> None:
+    faiss_module().downcast_index(index).hnsw.efSearch = ef
 
 
 def estimate_hnsw_s(n: int, measured: tuple[int, float]) -> float:
@@ -381,6 +410,13 @@ def run_size(
         log(f"n={n:,} {method}: 1q {r['1q ms']:.3g} ms, b32 {b_ms:.3g} ms/q, RSS {r['RSS MB']} MB")
         return r
 
+    if args.build_only:
+        # The heavy, timing-free part: HNSW graphs (cached with their build times).
+        _, doc_s, _ = hnsw_index(doc_mean, root / "hnsw_docs.faiss", f"doc HNSW {n_docs:,}", args)
+        _, pas_s, _ = hnsw_index(passages, root / "hnsw_passages.faiss", f"HNSW {n:,}", args)
+        info.update(build_only=True, hnsw_docs_build_s=round(doc_s, 1), hnsw_passages_build_s=round(pas_s, 1))
+        return [], info
+
     # (1) exact flat passage search
     t = time.perf_counter()
     flat = flat_index(passages, f"flat add {n:,}")
@@ -400,7 +436,7 @@ def run_size(
     del flat
     mem.mark(n, "flat freed")
 
-    # (3), (4) DHR with a flat / HNSW document index
+    # (3), (4) DHR with a flat / HNSW document index (HNSW: one row per efSearch)
     lam, k1 = args.lam, args.k1
     t = time.perf_counter()
     ref = exact_fused(doc_mean, passages, offsets, queries, k1, lam)
@@ -413,20 +449,37 @@ def run_size(
         doc_mean, root / "hnsw_docs.faiss", f"doc HNSW {n_docs:,}", args
     )
     faiss.omp_set_num_threads(args.search_threads)
-    state.setdefault("hnsw_rates", []).append((n_docs, doc_hnsw_build))
-    for name, index, build_s, cached in (
-        ("dhr-flat", doc_flat, doc_flat_build, False),
-        ("dhr-hnsw", doc_hnsw, doc_hnsw_build, doc_cached),
-    ):
-        dhr = Dhr(index, passages, offsets, k1, lam)
+    if not doc_cached:
+        state.setdefault("hnsw_rates", []).append((n_docs, doc_hnsw_build))
+    variants: list[tuple[str, Any, float, bool, np.ndarray, int | None]] = [
+        ("dhr-flat", doc_flat, doc_flat_build, False, passages, None)
+    ]
+    for ef in args.ef_search:
+        if ef >= k1:  # FAISS searches with max(efSearch, k): smaller values repeat the k1 row
+            variants.append((f"dhr-hnsw ef{ef}", doc_hnsw, doc_hnsw_build, doc_cached, passages, ef))
+    p32 = None
+    if args.f32_passages:
+        # the same DHR with the passage matrix upcast once at load (2x memory, no per-query conversion)
+        p32 = np.empty(passages.shape, dtype=np.float32)
+        for s in range(0, n, 500_000):
+            p32[s : s + 500_000] = passages[s : s + 500_000]
+        for ef in args.ef_search:
+            if ef >= k1:
+                variants.append((f"dhr-hnsw ef{ef} f32", doc_hnsw, doc_hnsw_build, doc_cached, p32, ef))
+    for name, index, build_s, cached, matrix, ef in variants:
+        if ef is not None:
+            set_ef(index, ef)
+        dhr = Dhr(index, matrix, offsets, k1, lam)
         lat, res1 = time_single(dhr.search, queries, f"{name} 1q {n:,}")
         b_ms, resb = time_batched(dhr.search, queries)
-        r = row(name, build_s, index_bytes(index) + dhr_extra, lat, res1, b_ms, resb, cached)
+        extra = dhr_extra + (n * DIM * 2 if matrix is p32 else 0)
+        r = row(name, build_s, index_bytes(index) + extra, lat, res1, b_ms, resb, cached)
         same = [set(x.tolist()) == e for x, e in zip(res1, ref, strict=True)]
         r["top20 = exact fused"] = float(np.mean(same))
         r["overlap@20 exact fused"] = float(
             np.mean([len(set(x.tolist()) & e) / K for x, e in zip(res1, ref, strict=True)])
         )
+        r["R@10 vs flat"] = overlap(res1, exact, 10)
         # time split of the single-query path: document stage vs passage stage
         d_ms, p_ms = [], []
         for i in range(len(queries)):
@@ -439,10 +492,10 @@ def run_size(
             p_ms.append((t2 - t1) * 1000)
         r["doc-stage ms"], r["passage-stage ms"] = float(np.mean(d_ms)), float(np.mean(p_ms))
         rows.append(r)
-    del doc_flat, doc_hnsw
+    del doc_flat, doc_hnsw, p32
     mem.mark(n, "doc indexes freed")
 
-    # (2) HNSW over all passages, last: the biggest build
+    # (2) HNSW over all passages, last: the biggest build (one row per efSearch)
     path = root / "hnsw_passages.faiss"
     rates = state.get("hnsw_rates", [])
     measured = max(rates) if rates else None
@@ -460,11 +513,13 @@ def run_size(
         if not cached:
             state.setdefault("hnsw_rates", []).append((n, hnsw_build))
         faiss.omp_set_num_threads(args.search_threads)
-        lat, res1 = time_single(faiss_searcher(hnsw, K), queries, f"hnsw 1q {n:,}")
-        b_ms, resb = time_batched(faiss_searcher(hnsw, K), queries)
-        r = row("hnsw-passages", hnsw_build, index_bytes(hnsw), lat, res1, b_ms, resb, cached)
-        r["R@10 vs flat"] = overlap(res1, exact, 10)
-        rows.insert(1, r)
+        for i, ef in enumerate(args.ef_search):
+            set_ef(hnsw, ef)
+            lat, res1 = time_single(faiss_searcher(hnsw, K), queries, f"hnsw ef{ef} 1q {n:,}")
+            b_ms, resb = time_batched(faiss_searcher(hnsw, K), queries)
+            r = row(f"hnsw-passages ef{ef}", hnsw_build, index_bytes(hnsw), lat, res1, b_ms, resb, cached)
+            r["R@10 vs flat"] = overlap(res1, exact, 10)
+            rows.insert(1 + i, r)
         del hnsw
         mem.mark(n, "hnsw freed")
     else:
@@ -636,6 +691,23 @@ def main() -> None:
         default=20.0,
         help="above 1M, build HNSW over passages only if estimated below this",
     )
+    ap.add_argument(
+        "--ef-search",
+        default="64,128,256,512",
+        help="HNSW efSearch values: one row each (the document index uses those >= k1)",
+    )
+    ap.add_argument("--ef-construction", type=int, default=40, help="HNSW efConstruction (FAISS default 40)")
+    ap.add_argument(
+        "--no-f32-passages",
+        dest="f32_passages",
+        action="store_false",
+        help="skip the DHR row with the passage matrix upcast to float32 at load",
+    )
+    ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="generate data and build the HNSW indexes (cached), time nothing: run it niced beside other work",
+    )
     ap.add_argument("--skip-encode", action="store_true")
     ap.add_argument("--encode-texts", type=int, default=600)
     ap.add_argument("--encode-rounds", type=int, default=2)
@@ -643,6 +715,7 @@ def main() -> None:
     ap.add_argument("--out", default="scale", help="name of the JSON under bench/out/")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    args.ef_search = sorted({int(e) for e in args.ef_search.split(",") if e})
 
     t0 = time.perf_counter()
     SCALE.mkdir(parents=True, exist_ok=True)
@@ -656,12 +729,17 @@ def main() -> None:
         r, info = run_size(n, args, mem, state)
         rows += r
         infos.append(info)
+        if args.build_only:
+            log(f"n={n:,}: indexes ready {json.dumps(info)}")
+            continue
         print(f"\n## {n:,} passages ({info['n_docs']:,} documents)\n\n{table(r, COLUMNS)}\n", flush=True)
+    if args.build_only:
+        return
     enc_rows, enc_info = ([], {}) if args.skip_encode else encode_bench(args)
     wall = time.perf_counter() - t0
 
     settings = {
-        "dim": DIM, "k": K, "batch": BATCH, "k1": args.k1, "lambda": args.lam, "hnsw": "HNSW32, efConstruction 40, efSearch 128",
+        "dim": DIM, "k": K, "batch": BATCH, "k1": args.k1, "lambda": args.lam, "hnsw": f"HNSW32, efConstruction {args.ef_construction}, efSearch {args.ef_search}",
         "search_threads": args.search_threads, "build_threads": args.build_threads,
         "faiss_distance_compute_blas_threshold": int(faiss.cvar.distance_compute_blas_threshold),
         "doc_vectors": "normalized mean of each document's float16 passage vectors (hiera 'mean' stage)",

@@ -96,7 +96,7 @@ def main() -> None:
             t = time.perf_counter()
             res = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=stage, progress=False)
             params.update(lam=res.lam, k1=res.k1)
-            tuned[stage] = {"lambda": res.lam, "k1": res.k1, "train_top20": res.top20, "train_top1": res.top1,
+            tuned[stage] = {"lambda": res.lam, "k1": res.k1, "train_top20": res.target, "train_top1": res.top1,
                             "seconds": time.perf_counter() - t}
         label = f"dhr[{stage}]" + ("" if args.no_tune else f" λ={params['lam']} k1={params['k1']}")
         record(label, get_retriever("dhr", col, **params), {"doc_stage": stage})

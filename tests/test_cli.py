@@ -97,3 +97,16 @@ def test_user_errors_are_one_line(root: Path, tmp_path: Path, capsys, argv: list
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hiera: error: ") and needle in lines[0]
+
+
+def test_tune_target_k(root: Path, tmp_path: Path, capsys) -> None:
+    qfile = tmp_path / "qs.jsonl"
+    qfile.write_text("".join(json.dumps({"question": q.text, "answer": q.answers}) + "\n" for q in helpers.tiny_questions()))
+    base = ["tune", str(root), "--questions", str(qfile), "--format", "nq-open", "--k1", "1,3", "--dry-run", "--quiet"]
+    rc, out, err = _run(capsys, *base, "--target-k", "1")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert 0.0 <= data["top1"] <= 1.0 and data["saved"] is False
+    assert "top20" not in data and data["k1"] in (1, 3)
+    rc, out, err = _run(capsys, *base, "--target-k", "0")
+    assert rc == 2 and "--target-k" in err

@@ -82,10 +82,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if stage == "hybrid-max" and any(q.gold_docs for q in questions):
         alpha, _ = tune_doc_alpha(col, questions, progress=not args.quiet)
         _log(f"hybrid-max document stage: α = {alpha}")
-    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=stage, progress=not args.quiet, log=_log, doc_alpha=alpha)
+    if args.target_k <= 0:
+        raise BadInputError(f"--target-k must be a positive integer, got {args.target_k}")
+    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=stage, target_k=args.target_k, progress=not args.quiet,
+                   log=_log, doc_alpha=alpha)
     if not args.dry_run:
         save_defaults(Path(args.index), res.lam, res.k1, doc_alpha=alpha)
-    print(json.dumps({"lambda": res.lam, "k1": res.k1, "doc_alpha": alpha, "top20": res.top20, "top1": res.top1, "saved": not args.dry_run}))
+    print(json.dumps({"lambda": res.lam, "k1": res.k1, "doc_alpha": alpha, f"top{args.target_k}": res.target, "top1": res.top1,
+                      "saved": not args.dry_run}))
     return 0
 
 
@@ -105,12 +109,18 @@ def register(add: Any) -> None:
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
 
-    sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-20 and save them as defaults")
+    sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-k accuracy and save them as defaults")
     sp.add_argument("index")
     sp.add_argument("--questions", required=True)
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
     sp.add_argument("--retriever", default="dhr")
     sp.add_argument("--k1", default="10,20,50,100", help="k1 values to try")
     sp.add_argument("--doc-stage", default=None)
+    sp.add_argument(
+        "--target-k",
+        type=int,
+        default=20,
+        help="maximize top-K accuracy (20: the paper; 1 when a reader or an LLM takes only the first passage)",
+    )
     sp.add_argument("--limit", type=int, default=None)
     sp.add_argument("--dry-run", action="store_true", help="print the best values without saving")

@@ -1,4 +1,4 @@
-"""Tune DHR's λ and k1 the way the paper did: grid search for top-20.
+"""Tune DHR's λ and k1 the way the paper did: grid search for top-20 (or any top-k).
 
 λ goes over [0, 2] in steps of 0.1, then in steps of 0.01 within ±0.05 of
 the best; k1 over a given list. Each question's candidates (the documents of
@@ -29,9 +29,10 @@ from hiera.retrieve.dhr import DhrRetriever
 class TuneResult:
     lam: float
     k1: int
-    top20: float
-    top1: float
+    target: float  # top-``target_k`` accuracy at the best (λ, k1): what the grid maximized
+    top1: float  # the tie-breaker
     grid: list[dict[str, float]]
+    target_k: int = 20
 
 
 def coarse_grid() -> list[float]:
@@ -106,7 +107,7 @@ def tune_dhr(
                 best = (t20, t1, lam, k1)
         lam_k1 = max(scores, key=lambda v: (scores[v], -v))
         log(f"k1={k1}: best λ={lam_k1} top{target_k}={scores[lam_k1][0]:.4f} top1={scores[lam_k1][1]:.4f}")
-    return TuneResult(lam=best[2], k1=best[3], top20=best[0], top1=best[1], grid=grid)
+    return TuneResult(lam=best[2], k1=best[3], target=best[0], top1=best[1], grid=grid, target_k=target_k)
 
 
 def tune_doc_alpha(
