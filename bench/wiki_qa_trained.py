@@ -54,6 +54,7 @@ def step_train_passage(args, data: Path) -> dict:
         level="passage",
         negatives=("in-batch", "bm25", "in-doc", "in-sec"),
         iterations=2,
+        iter2_init=args.iter2_init,
         max_examples=args.examples,
         max_seq_length=args.max_seq_length,
         batch_size=32,
@@ -99,13 +100,20 @@ def step_train_reranker(args, data: Path) -> dict:
 
 def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str) -> Path:
     """A copy of the pooled corpus built with the given encoders (vectors come from the cache)."""
+    from hiera.encode import Encoder
     from hiera.index.build import BuildOptions, build
+    from hiera.index.manifest import Manifest
 
     root = WORK / f"pooled-{name}"
     if (root / "index" / "manifest.json").exists():
-        return root
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src / "corpus.sqlite", root / "corpus.sqlite")
+        models = Manifest.read(root / "index").models
+        want = {lvl: Encoder(m, use_cache=False).fingerprint for lvl, m in (("passage", passage_encoder), ("doc", doc_encoder))}
+        if all(models.get(lvl, {}).get("fingerprint") == fp for lvl, fp in want.items()):
+            return root
+        print(f"{root}: built with other encoders; rebuilding")
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / "corpus.sqlite", root / "corpus.sqlite")
     build(root, BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder))
     return root
 
@@ -125,6 +133,7 @@ def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_l
         for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
             row[key] = round(100 * run.metrics[key], 1) if key in run.metrics else "–"
         row["p50 ms"] = round(run.metrics.get("latency_ms_p50", float("nan")), 1)
+        row["λ / k1 / α"] = " / ".join(str(params[k]) for k in ("lam", "k1", "doc_alpha") if k in params) or "–"
         rows.append(row)
         results[f"{name} {label}"] = {"metrics": run.metrics, "params": params, "stage_ms": run.stage_ms}
         print(f"{name} {label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} "
@@ -141,6 +150,11 @@ def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_l
         label = f"dhr[{stage}]"
         dhr = get_retriever("dhr", col, **params)
         record(label, dhr, dev, params)
+        if stage == "hybrid-max":  # the same stage with λ, k1 tuned for top-1 (what the targets compare)
+            res1 = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=stage, target_k=1, progress=False,
+                            doc_alpha=params["doc_alpha"])
+            p1 = {**params, "lam": res1.lam, "k1": res1.k1}
+            record(f"{label} top1-tuned", get_retriever("dhr", col, **p1), dev, p1)
         if rerank is not None and stage == stages[-1]:
             sub = dev[:rerank_limit]
             record(f"{label} @{len(sub)}q", dhr, sub, params)  # the same questions, without the reranker
@@ -265,8 +279,10 @@ def main() -> None:
     )
     ap.add_argument("--steps", default=",".join(STEPS))
     ap.add_argument(
-        "--examples", type=int, default=3000, help="training questions per passage-encoder iteration"
+        "--examples", type=int, default=5000, help="training questions per passage-encoder iteration"
     )
+    ap.add_argument("--iter2-init", choices=["base", "iter1"], default="iter1",
+                    help="iteration 2 starts from the base model (the paper) or continues from iteration 1")
     ap.add_argument("--doc-examples", type=int, default=1500)
     ap.add_argument("--reranker-examples", type=int, default=4000)
     ap.add_argument("--reranker-lr", type=float, default=8e-5, help="a fresh classifier head needs a high rate in few steps")
@@ -308,6 +324,7 @@ def main() -> None:
             "doc_top1",
             "doc_top20",
             "doc_top100",
+            "λ / k1 / α",
             "p50 ms",
         ]
         print(table(report[key]["rows"], cols))

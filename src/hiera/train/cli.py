@@ -123,7 +123,7 @@ def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     sp.add_argument("--batch-size", type=int, default=32)
     sp.add_argument("--epochs", type=float, default=1.0)
     sp.add_argument("--max-steps", type=int, default=None)
-    sp.add_argument("--lr", type=float, default=None, help="learning rate (default: 2e-5 dual encoders, 8e-5 reranker)")
+    sp.add_argument("--lr", type=float, default=None, help="learning rate (default: 5e-5 dual encoders, 8e-5 reranker)")
     sp.add_argument("--seed", type=int, default=42)
     sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
 
