@@ -11,7 +11,7 @@ from helpers import tiny_questions
 from hiera.encode import Encoder
 from hiera.errors import BadInputError
 from hiera.train.args import TrainArgs
-from hiera.train.biencoder import train_biencoder
+from hiera.train.biencoder import iteration2_questions, train_biencoder
 from hiera.train.common import publish
 from hiera.train.examples import load_examples
 
@@ -106,11 +106,32 @@ def test_doc_level_training_runs(shared_root, tmp_path):
     assert set(report["examples"]["negatives_mean"]) == {"abstract", "all-text"}
 
 
+def test_iteration_two_on_fresh_questions(shared_root, tmp_path):
+    qs = tiny_questions()
+    first = [q for i, q in enumerate(qs) if i % 2 == 0]
+    fresh = iteration2_questions(qs, first, _args(iter2_questions="fresh", max_examples=3))
+    assert len(fresh) == 3 and not {q.id for q in fresh} & {q.id for q in first}
+    assert iteration2_questions(qs, first, _args()) is first  # the paper: the same questions
+    assert iteration2_questions(first, first, _args(iter2_questions="fresh")) is first  # nothing else left
+
+    out = tmp_path / "fresh"
+    report = train_biencoder(shared_root, qs, out, _args(iterations=2, max_examples=4, iter2_questions="fresh"),
+                             log=lambda m: None)
+    work = out.with_name("fresh.work")
+    ids1 = {json.loads(x)["qid"] for x in (work / "iter1-examples.jsonl").read_text().splitlines()[1:]}
+    ids2 = {json.loads(x)["qid"] for x in (work / "iter2-examples.jsonl").read_text().splitlines()[1:]}
+    assert len(ids1) == 4 and len(ids2) == 4 and not ids1 & ids2
+    assert all("mined" in json.loads(x)["negatives"] for x in (work / "iter2-examples.jsonl").read_text().splitlines()[1:])
+    assert report["examples_iter2"]["kept"] == 4 and [it["steps"] for it in report["iterations"]] == [2, 2]
+
+
 def test_bad_arguments_are_refused(shared_root, tmp_path):
     with pytest.raises(BadInputError, match="valid: in-batch, bm25"):
         train_biencoder(shared_root, tiny_questions(), tmp_path / "x", _args(negatives=("abstract",)))
     with pytest.raises(BadInputError, match="iterations"):
         train_biencoder(shared_root, tiny_questions(), tmp_path / "x", _args(iterations=3))
+    with pytest.raises(BadInputError, match="iter2-questions"):
+        train_biencoder(shared_root, tiny_questions(), tmp_path / "x", _args(iter2_questions="new"))
     assert not (tmp_path / "x").exists()
 
 

@@ -23,6 +23,9 @@ class TrainArgs:
     per_kind: int = 4  # negatives of each kind kept per question (the pool ``hard_negatives`` draws from)
     iterations: int = 1  # 2: mine negatives with the iteration-1 model and train again
     iter2_init: str = "base"  # iteration 2 starts from the base model (the paper) or continues from "iter1"
+    # iteration 2 trains on the iteration-1 questions (the paper) or on a "fresh" seeded sample disjoint from
+    # them (falls back to the rest when fewer remain): with a capped --max-examples it sees new questions
+    iter2_questions: str = "same"
     base_model: str = DEFAULT_MODEL
     batch_size: int = 32
     epochs: float = 1.0
@@ -48,6 +51,8 @@ class TrainArgs:
                 raise BadInputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.iter2_init not in ("base", "iter1"):
             raise BadInputError(f"--iter2-init must be base or iter1, got {self.iter2_init!r}")
+        if self.iter2_questions not in ("same", "fresh"):
+            raise BadInputError(f"--iter2-questions must be same or fresh, got {self.iter2_questions!r}")
         if self.hard_negatives < 0:
             raise BadInputError("--hard-negatives must be ≥ 0")
         if self.batch_size < 2:

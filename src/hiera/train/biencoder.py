@@ -151,6 +151,23 @@ def fit(
     }
 
 
+def iteration2_questions(
+    questions: Sequence[Question], first: Sequence[Question], args: TrainArgs
+) -> Sequence[Question]:
+    """Iteration 2's questions: iteration 1's (the paper), or with ``fresh`` a seeded sample of the others.
+
+    A capped CPU budget (``max_examples``) leaves most of a large question set
+    unused in iteration 1; ``fresh`` spends iteration 2 on questions the model
+    has not seen, with negatives mined for them by the iteration-1 model. When
+    no other questions remain it falls back to iteration 1's.
+    """
+    if args.iter2_questions != "fresh":
+        return first
+    seen = {q.id for q in first}
+    rest = [q for q in questions if q.id not in seen]
+    return sample_questions(rest, args.max_examples, args.seed + 1) if rest else first
+
+
 def train_biencoder(
     index: str | Path,
     questions: Sequence[Question],
@@ -214,10 +231,18 @@ def train_biencoder(
     log(f"iteration 1: {stats['steps']} steps in {stats['seconds']}s → {first}")
 
     if args.iterations == 2:
-        meta2 = {**meta, "mined_with": Encoder(first, use_cache=False).fingerprint}
+        qs2 = iteration2_questions(questions, qs, args)
+        meta2 = {**meta, "questions": questions_digest(qs2), "mined_with": Encoder(first, use_cache=False).fingerprint}
         examples2 = load_examples(work / "iter2-examples.jsonl", meta2)
         if examples2 is None:
             t = time.perf_counter()
+            if qs2 is not qs:  # fresh questions: their own positives and iteration-1 kinds of negatives first
+                examples, built2 = build_examples(
+                    col, pool, qs2, args.level, meta["kinds"], per_kind=args.per_kind, depth=args.depth,
+                    seed=args.seed + 1, progress=args.progress,  # type: ignore[arg-type]
+                )
+                report["examples_iter2"] = built2.to_dict()
+                log(f"iteration 2: {built2.kept} of {built2.questions} fresh questions kept")
             encoder = Encoder(first)
             mean = add_mined(
                 examples,
@@ -238,10 +263,12 @@ def train_biencoder(
         kinds2 = [*hard_kinds, "mined"]
         n2 = max(n, 1)
         rows2 = training_rows(examples2, pool, args.level, kinds2, n2, args.seed + 1)
+        # checkpoints are keyed by what iteration 2 trains on, so a resume never mixes two setups
+        tag = "-fresh" if qs2 is not qs else ""
         if args.iter2_init == "iter1":  # continue from the first model instead of starting over
-            args2, run2 = replace(args, base_model=str(first)), work / "iter2-from-iter1"
+            args2, run2 = replace(args, base_model=str(first)), work / f"iter2{tag}-from-iter1"
         else:
-            args2, run2 = args, work / "iter2"
+            args2, run2 = args, work / f"iter2{tag}"
         stats2 = fit(rows2, args2, run2, out, log)
         report["iterations"].append({"model": str(out), "negatives": kinds2, "init": args2.base_model, **stats2})
         log(f"iteration 2: {stats2['steps']} steps in {stats2['seconds']}s → {out}")

@@ -34,6 +34,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         per_kind=args.per_kind,
         iterations=args.iterations,
         iter2_init=args.iter2_init,
+        iter2_questions=args.iter2_questions,
         base_model=args.base_model,
         batch_size=args.batch_size,
         epochs=args.epochs,
@@ -148,6 +149,12 @@ def register(add: Any) -> None:
     sp.add_argument("--per-kind", type=int, default=4, help="negatives of each kind kept per question")
     sp.add_argument("--iterations", type=int, default=1, choices=[1, 2])
     sp.add_argument("--iter2-init", choices=["base", "iter1"], default="base", help="where iteration 2 starts from")
+    sp.add_argument(
+        "--iter2-questions",
+        choices=["same", "fresh"],
+        default="same",
+        help="iteration 2 on the iteration-1 questions (the paper) or on a disjoint sample of the rest",
+    )
     sp.add_argument("--max-seq-length", type=int, default=None)
     sp.add_argument("--save-steps", type=int, default=50)
 
