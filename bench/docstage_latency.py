@@ -6,6 +6,9 @@ thread) for ``k1`` = 100 over the first N SQuAD dev questions, and the whole
 can be read directly. Run it on a quiet machine: the figures are wall-clock.
 
     python bench/docstage_latency.py [--queries 300] [--root bench/work/pooled]
+    python bench/docstage_latency.py --root bench/work/pooled-hnsw   # HNSW32 indexes (see wiki_qa_hnsw.py)
+
+Writes ``bench/out/docstage_latency_<collection directory name>.json``.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def main() -> None:
     print(f"\n{col.n_docs} documents, {col.n_passages} passages; {len(qs)} queries; k1 = {args.k1}; 1 FAISS thread; "
           "query encoding excluded")
     print(table(rows))
-    print(f"wrote {write_json('docstage_latency', {'rows': rows, 'queries': len(qs), 'k1': args.k1})}")
+    print(f"wrote {write_json(f'docstage_latency_{args.root.name}', {'rows': rows, 'queries': len(qs), 'k1': args.k1, 'root': str(args.root), 'faiss': col.manifest.faiss})}")
 
 
 if __name__ == "__main__":
