@@ -35,10 +35,11 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=WORK / "pooled")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--k1", type=int, default=100)
+    ap.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="Collection(vectors=...)")
     ap.add_argument("--stages", default=",".join(s for s in DOC_STAGES if s != "fused"))
     args = ap.parse_args()
     set_threads(1)
-    col = Collection(args.root)
+    col = Collection(args.root, vectors=args.vectors)
     col.warmup()
     qs = [q.text for q in load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", limit=args.queries)]
     dhr = get_retriever("dhr", col)
@@ -62,7 +63,7 @@ def main() -> None:
     print(f"\n{col.n_docs} documents, {col.n_passages} passages; {len(qs)} queries; k1 = {args.k1}; 1 FAISS thread; "
           "query encoding excluded")
     print(table(rows))
-    print(f"wrote {write_json(f'docstage_latency_{args.root.name}', {'rows': rows, 'queries': len(qs), 'k1': args.k1, 'root': str(args.root), 'faiss': col.manifest.faiss})}")
+    print(f"wrote {write_json(f'docstage_latency_{args.root.name}' + ('_f32' if args.vectors == 'float32' else ''), {'rows': rows, 'queries': len(qs), 'k1': args.k1, 'root': str(args.root), 'faiss': col.manifest.faiss, 'vectors': args.vectors})}")
 
 
 if __name__ == "__main__":

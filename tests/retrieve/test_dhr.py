@@ -228,3 +228,21 @@ def test_mean_vectors_are_normalized_passage_means(col: Collection, ref: Referen
         np.testing.assert_allclose(col.doc_mean_vectors[i].astype(np.float32), r / np.linalg.norm(r), atol=ATOL)
     norms = np.linalg.norm(col.doc_mean_vectors.astype(np.float32), axis=1)
     np.testing.assert_allclose(norms, 1.0, atol=2e-3)
+
+
+def test_float32_vectors_give_the_same_results(col: Collection, shared_root) -> None:
+    """``vectors="float32"`` only changes where the upcast happens, not what DHR and the dense stages return."""
+    col32 = Collection(shared_root, vectors="float32")
+    assert col32.passage_vectors.dtype == np.float32 and col.passage_vectors.dtype == np.float16
+    np.testing.assert_array_equal(col32.passage_vectors, col.passage_vectors.astype(np.float32))
+    assert not isinstance(col32.passage_vectors, np.memmap)
+    for stage in ("summary", "mean", "hybrid-max"):
+        a = get_retriever("dhr", col, doc_stage=stage).search(helpers.TOPIC_QUERIES["jazz"], k=5)
+        b = get_retriever("dhr", col32, doc_stage=stage).search(helpers.TOPIC_QUERIES["jazz"], k=5)
+        assert [h.passage_id for h in a] == [h.passage_id for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+
+
+def test_unknown_vector_dtype_is_refused(shared_root) -> None:
+    with pytest.raises(ValueError, match="float16, float32"):
+        Collection(shared_root, vectors="float64")

@@ -322,3 +322,15 @@ def test_serve_command_is_registered_and_fails_cleanly(tmp_path: Path, capsys: p
     assert (args.index, args.host, args.port, args.no_warmup) == (str(tmp_path), "127.0.0.1", 9, True)
     assert main(["serve", str(tmp_path / "missing")]) == 2
     assert "not a hiera collection" in capsys.readouterr().err
+
+
+def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir: Path) -> None:
+    """``hiera serve --vectors float32`` (matrices upcast in memory) answers exactly like the memory-mapped default."""
+    from hiera.serve import create_app
+
+    params = {"q": BEES, "retriever": "dhr", "k": 5}
+    with TestClient(create_app(collection_dir, warmup=False, vectors="float32")) as c32:
+        got = c32.get("/search", params=params).json()["hits"]
+    want = client.get("/search", params=params).json()["hits"]
+    assert [h["passage_id"] for h in got] == [h["passage_id"] for h in want] and got
+    assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)

@@ -37,7 +37,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise BadInputError(f"unknown retriever(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(RETRIEVERS)}")
     ks = _ks(args.k)
     questions = load_questions(args.questions, args.format, limit=args.limit)
-    col = Collection(args.index)
+    col = Collection(args.index, vectors=args.vectors)
     log = _log if not args.quiet else (lambda m: None)
     if args.rerank:
         from hiera.eval.run import evaluate_retriever
@@ -108,6 +108,7 @@ def register(add: Any) -> None:
     sp.add_argument("--out", default=None, help="also write results.md, TREC runs and topk.png here")
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
+    sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
 
     sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-k accuracy and save them as defaults")
     sp.add_argument("index")

@@ -87,7 +87,7 @@ class DhrRetriever(_Hierarchical):
         dpos, dsc = score_docs(self.col, doc_stage, query, ctx, k1)
         starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
         cand = concat_ranges(starts, ends)
-        pscore = self.col.passage_vectors[cand].astype(np.float32) @ ctx["qp"]
+        pscore = self.col.passage_vectors[cand].astype(np.float32, copy=False) @ ctx["qp"]
         per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
         return Candidates(dpos, dsc, cand, pscore, per_doc)
 

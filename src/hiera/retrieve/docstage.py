@@ -77,10 +77,10 @@ def needs_vectors(name: str, components: tuple[str, ...] = DEFAULT_FUSED) -> set
 
 
 def _full(matrix: np.ndarray, q: np.ndarray, chunk: int = 262_144) -> np.ndarray:
-    """``matrix @ q`` for a float16 (memory-mapped) matrix, in float32 chunks."""
+    """``matrix @ q`` for a float16 (memory-mapped) or float32 matrix, in float32 chunks."""
     scores = np.empty(matrix.shape[0], dtype=np.float32)
     for s in range(0, matrix.shape[0], chunk):
-        scores[s : s + chunk] = matrix[s : s + chunk].astype(np.float32) @ q
+        scores[s : s + chunk] = matrix[s : s + chunk].astype(np.float32, copy=False) @ q
     return scores
 
 

@@ -67,9 +67,11 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
 
-    def __init__(self, root: Path, reranker: Path | None = None, rerank_depth: int = 20) -> None:
+    def __init__(
+        self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16"
+    ) -> None:
         self.root = Path(root)
-        self.col = Collection(self.root)
+        self.col = Collection(self.root, vectors=vectors)
         self.reranker = None
         self.rerank_depth = rerank_depth
         if reranker is not None:
@@ -221,14 +223,20 @@ def _finite(name: str, value: float | None) -> float | None:
     return value
 
 
-def create_app(root: Path, warmup: bool = True, reranker: Path | None = None, rerank_depth: int = 20) -> FastAPI:
+def create_app(
+    root: Path,
+    warmup: bool = True,
+    reranker: Path | None = None,
+    rerank_depth: int = 20,
+    vectors: str = "float16",
+) -> FastAPI:
     """The API for the collection at ``root``.
 
     The collection is opened here, not at the first request, so a wrong
     directory or a stale index fails at start-up with its own message
     (a :class:`HieraError`). ``warmup`` loads everything before serving.
     """
-    service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth)
+    service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -28,6 +28,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         warmup=not args.no_warmup,
         reranker=Path(args.rerank) if args.rerank else None,
         rerank_depth=args.rerank_depth,
+        vectors=args.vectors,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"
@@ -45,3 +46,4 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     sp.add_argument("--no-warmup", action="store_true", help="start at once; the first searches load the indexes")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory: enables /search?rerank=true")
     sp.add_argument("--rerank-depth", type=int, default=20, help="hits the reranker rescores")
+    sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
