@@ -100,14 +100,14 @@ def step_train_reranker(args, data: Path) -> dict:
 
 def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str) -> Path:
     """A copy of the pooled corpus built with the given encoders (vectors come from the cache)."""
-    from hiera.encode import Encoder
+    from hiera.encode import model_fingerprint, resolve_model_path
     from hiera.index.build import BuildOptions, build
     from hiera.index.manifest import Manifest
 
     root = WORK / f"pooled-{name}"
     if (root / "index" / "manifest.json").exists():
         models = Manifest.read(root / "index").models
-        want = {lvl: Encoder(m, use_cache=False).fingerprint for lvl, m in (("passage", passage_encoder), ("doc", doc_encoder))}
+        want = {lvl: model_fingerprint(resolve_model_path(m)) for lvl, m in (("passage", passage_encoder), ("doc", doc_encoder))}
         if all(models.get(lvl, {}).get("fingerprint") == fp for lvl, fp in want.items()):
             return root
         print(f"{root}: built with other encoders; rebuilding")

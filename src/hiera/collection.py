@@ -123,10 +123,7 @@ class Collection:
         stored = load_matrix(self.build_dir / "dense" / name, self.mmap)
         if self.vectors == "float16":
             return stored
-        out = np.empty(stored.shape, dtype=np.float32)
-        for s in range(0, stored.shape[0], 262_144):  # bounded temporary memory
-            out[s : s + 262_144] = stored[s : s + 262_144]
-        return out
+        return np.array(stored, dtype=np.float32)  # a plain in-memory array (astype would keep the memmap class)
 
     @cached_property
     def passage_vectors(self) -> np.ndarray:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hiera.collection import Collection
-from hiera.encode import Encoder, resolve_model_path
+from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.index.manifest import write_json_atomic
@@ -232,7 +232,7 @@ def train_biencoder(
 
     if args.iterations == 2:
         qs2 = iteration2_questions(questions, qs, args)
-        meta2 = {**meta, "questions": questions_digest(qs2), "mined_with": Encoder(first, use_cache=False).fingerprint}
+        meta2 = {**meta, "questions": questions_digest(qs2), "mined_with": model_fingerprint(resolve_model_path(first))}
         examples2 = load_examples(work / "iter2-examples.jsonl", meta2)
         if examples2 is None:
             t = time.perf_counter()
