@@ -1,18 +1,24 @@
 # Two entry points on a fresh machine (see README): `make demo` and `make test`.
-# Each creates .venv itself. torch is pinned to the local CPU build (2.13.0).
+# Each creates .venv itself. torch is pinned to the local CPU build (2.13.0); every other
+# package to the versions in constraints.txt (`make constraints` re-pins them to .venv).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hiera-installed
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-all lint bench clean constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[data,test,train]"
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e ".[data,test,train,bench]"
 	touch $(STAMP)
+
+# After a deliberate upgrade in .venv: pin constraints.txt to it (its header comment is kept).
+constraints:
+	{ grep '^#' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v '^#' | sed 's/+cpu$$//'; } \
+		> constraints.txt.new && mv constraints.txt.new constraints.txt
 
 demo: $(STAMP)
 	$(BIN)/hiera demo

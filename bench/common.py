@@ -1,4 +1,8 @@
-"""Helpers shared by the benchmark scripts: paths, tables, JSON output."""
+"""Helpers shared by the benchmark scripts: paths, collections, the report every script writes.
+
+Scripts run as modules from the repository root (``python -m bench.wiki_qa``)
+and import these as ``from bench.common import ...``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +18,20 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
 WORK = REPO / "bench" / "work"
 
+TOPK = ("top1", "top5", "top20", "top100")
+DOC_TOPK = ("doc_top1", "doc_top5", "doc_top20", "doc_top100")
+
 
 def data_dir() -> Path:
     """``$HIERA_DATA_DIR`` or ``../shared/data`` beside the repository."""
     return Path(os.environ.get("HIERA_DATA_DIR", REPO.parent / "shared" / "data"))
 
 
-def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+def table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
     """A GitHub-markdown table (what the notes quote)."""
     if not rows:
         return "(no rows)"
-    cols = columns or list(rows[0])
+    cols = list(columns or rows[0])
 
     def fmt(v: Any) -> str:
         if isinstance(v, float):
@@ -35,17 +43,98 @@ def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_json(name: str, payload: dict[str, Any]) -> Path:
-    OUT.mkdir(parents=True, exist_ok=True)
+def write_json(name: str | Path, payload: Mapping[str, Any]) -> Path:
+    """``bench/out/<name>.json`` (or the path ``name``): ``payload`` after a ``machine`` block (cores, Python, when)."""
+    path = name if isinstance(name, Path) else OUT / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "when": time.strftime("%Y-%m-%d %H:%M:%S")},
         **payload,
     }
-    path = OUT / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2))
     return path
 
 
+def percent(metrics: Mapping[str, float], keys: Iterable[str], missing: str = "–") -> dict[str, Any]:
+    """``{key: metric in %, one decimal}`` for a table row; ``missing`` where the run has no such metric."""
+    return {k: round(100 * metrics[k], 1) if k in metrics else missing for k in keys}
+
+
+class Report:
+    """What a benchmark records: table rows, a ``results`` dict keyed by label, then a table and a JSON file.
+
+    ``add`` appends a row (and, with ``result``, stores it under ``key``,
+    default the row's first value) and echoes it; ``print`` prints the
+    markdown table; ``write`` writes ``bench/out/<name>.json`` with
+    ``results`` and ``rows`` beside any extra fields. ``to_dict`` gives the
+    same two fields for a report nested inside a bigger JSON.
+    """
+
+    def __init__(self, name: str, columns: Sequence[str] | None = None) -> None:
+        self.name = name
+        self.columns = list(columns) if columns else None
+        self.rows: list[dict[str, Any]] = []
+        self.results: dict[str, Any] = {}
+
+    def add(self, row: dict[str, Any], result: Any = None, *, key: str | None = None, echo: bool | str = True) -> dict[str, Any]:
+        """Record ``row`` (and ``result`` under ``key``); ``echo``: print the row, or this line instead."""
+        self.rows.append(row)
+        if result is not None:
+            self.results[key if key is not None else str(next(iter(row.values())))] = result
+        if echo:
+            print(echo if isinstance(echo, str) else row, flush=True)
+        return row
+
+    def extend(self, other: Report) -> None:
+        self.rows += other.rows
+        self.results.update(other.results)
+
+    def table(self, columns: Sequence[str] | None = None) -> str:
+        return table(self.rows, columns or self.columns)
+
+    def print(self, title: str | None = None, columns: Sequence[str] | None = None) -> None:
+        print()
+        if title:
+            print(title)
+        print(self.table(columns))
+
+    def to_dict(self, **extra: Any) -> dict[str, Any]:
+        """``extra``, then ``results`` (when any were recorded) and ``rows``."""
+        return {**extra, **({"results": self.results} if self.results else {}), "rows": self.rows}
+
+    def write(self, name: str | None = None, **extra: Any) -> Path:
+        """Write the JSON and say where; ``extra`` fields come first."""
+        path = write_json(name or self.name, self.to_dict(**extra))
+        print(f"\nwrote {path}")
+        return path
+
+
+# -- DHR parameters under their canonical names (hiera.spec: lam, top_docs, doc_stage, doc_alpha) ------------
+TUNE_GRID = (10, 20, 50, 100)  # top_docs values tried, as `hiera tune` does by default
+
+
+def tuned_params(res: Any) -> dict[str, Any]:
+    """The parameters a ``tune_dhr`` result chose, by canonical name (``lam``, ``top_docs``, maybe ``doc_alpha``).
+
+    The one place bench reads a tuning result.
+    """
+    return dict(res.params)
+
+
+def tune(col: Any, questions: Sequence[Any], grid: Sequence[int] = TUNE_GRID, **kw: Any) -> tuple[dict[str, Any], Any]:
+    """``tune_dhr`` over ``grid`` (top_docs values) → (canonical parameters, the full result)."""
+    from hiera.eval.tune import tune_dhr
+
+    res = tune_dhr(col, questions, top_docs=tuple(grid), progress=False, **kw)
+    return tuned_params(res), res
+
+
+def label_params(params: Mapping[str, Any], keys: Sequence[str] = ("lam", "top_docs", "doc_alpha")) -> str:
+    """``lam=1.9 top_docs=20`` for a row label (what a ``--set`` would say)."""
+    return " ".join(f"{k}={params[k]}" for k in keys if k in params)
+
+
+# -- collections ---------------------------------------------------------------------------------------------
 def ensure_collection(root: Path, sources: list[tuple[list[Path], str]], rules: Any = None, options: Any = None) -> None:
     """Ingest ``sources`` and build once; reruns reuse the collection (and the embedding cache)."""
     from hiera.corpus.ingest import ingest

@@ -4,47 +4,54 @@ Answer recall@5 / @20 ("Hotpot@5/@20" in the decomposition paper: a passage
 in the top k contains an answer span) and the share of questions with both
 supporting paragraphs among the top 10 documents.
 
-    python bench/hotpotqa.py
+    python -m bench.hotpotqa [--build-only]
+
+``--build-only`` only ingests and builds ``bench/work/hotpot-pool`` (the
+``setup:`` of the ``hiera eval`` rows in ``bench/expected.yaml``).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import WORK, data_dir, ensure_collection, table, write_json  # noqa: E402
-
-from hiera.collection import Collection  # noqa: E402
-from hiera.eval.questions import load_questions  # noqa: E402
-from hiera.eval.run import evaluate_retriever  # noqa: E402
+from bench.common import WORK, Report, data_dir, ensure_collection
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "dhr", "bm25-dhr")
+ROOT = WORK / "hotpot-pool"
+
+
+def ensure_pool() -> None:
+    ensure_collection(ROOT, [([data_dir() / "hotpotqa" / "paragraph_pool.500q.jsonl"], "hotpotqa-pool")])
 
 
 def main() -> None:
-    hp = data_dir() / "hotpotqa"
-    root = WORK / "hotpot-pool"
-    ensure_collection(root, [([hp / "paragraph_pool.500q.jsonl"], "hotpotqa-pool")])
-    col = Collection(root)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-only", action="store_true", help="build the collection, evaluate nothing")
+    args = ap.parse_args()
+    ensure_pool()
+    if args.build_only:
+        return
+
+    from hiera.collection import Collection
+    from hiera.eval.questions import load_questions
+    from hiera.eval.run import evaluate_retriever
+
+    col = Collection(ROOT)
     col.warmup()
-    questions = load_questions(hp / "dev_subsampled.public250.jsonl", "hotpotqa")
-    rows, results = [], {}
+    questions = load_questions(data_dir() / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
+    report = Report("hotpotqa")
     for name in RETRIEVERS:
         m = evaluate_retriever(col, name, questions, (5, 10, 20), latency_sample=100, progress=False).metrics
-        rows.append({
+        report.add({
             "retriever": name,
             "Hotpot@5": round(100 * m["top5"], 1),
             "Hotpot@20": round(100 * m["top20"], 1),
             "both supporting in top10": round(100 * m.get("doc_all_top10", float("nan")), 1),
             "gold doc top10": round(100 * m.get("doc_top10", float("nan")), 1),
             "p50 ms": round(m["latency_ms_p50"], 1),
-        })
-        results[name] = m
-        print(rows[-1], flush=True)
-    print(f"\nHotpotQA, {len(questions)} questions over {col.n_docs} pool paragraphs. Recall in %.")
-    print(table(rows))
-    print(f"\nwrote {write_json('hotpotqa', {'results': results, 'rows': rows})}")
+        }, m)
+    report.print(f"HotpotQA, {len(questions)} questions over {col.n_docs} pool paragraphs. Recall in %.")
+    report.write()
 
 
 if __name__ == "__main__":

@@ -4,28 +4,25 @@ Reports pages/s and passages/s for reading + splitting + storing the gensim
 dump excerpt, and the resident memory after each of 20 consecutive passes of
 streaming the same excerpt (the readers must not grow with input size).
 
-    python bench/ingest.py [--passes 20]
+    python -m bench.ingest [--passes 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import table, write_json  # noqa: E402
-
-from hiera.corpus.ingest import ingest  # noqa: E402
-from hiera.corpus.readers import get_reader  # noqa: E402
-from hiera.corpus.readers.wikipedia_xml import gensim_dump_path  # noqa: E402
-from hiera.corpus.split import split_document  # noqa: E402
-from hiera.corpus.tree import Document  # noqa: E402
+from bench.common import Report
+from hiera.corpus.ingest import ingest
+from hiera.corpus.readers import get_reader
+from hiera.corpus.readers.wikipedia_xml import gensim_dump_path
+from hiera.corpus.split import split_document
+from hiera.corpus.tree import Document
 
 
 def main() -> None:
@@ -37,9 +34,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        report = ingest([dump], "wikipedia-xml", Path(tmp) / "c", progress=False)
+        ing = ingest([dump], "wikipedia-xml", Path(tmp) / "c", progress=False)
         ingest_s = time.perf_counter() - t
-    pages = report.documents + report.redirects
+    pages = ing.documents + ing.redirects
 
     reader = get_reader("wikipedia-xml")
     rss = []
@@ -54,32 +51,30 @@ def main() -> None:
     stream_s = time.perf_counter() - t
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    rows = [
+    report = Report("ingest")
+    for row in [
         {"measure": "ingest (read+split+SQLite) pages/s", "value": pages / ingest_s},
-        {"measure": "ingest documents/s", "value": report.documents / ingest_s},
-        {"measure": "ingest passages/s", "value": report.passages / ingest_s},
-        {"measure": "documents / redirects / passages", "value": f"{report.documents} / {report.redirects} / {report.passages}"},
+        {"measure": "ingest documents/s", "value": ing.documents / ingest_s},
+        {"measure": "ingest passages/s", "value": ing.passages / ingest_s},
+        {"measure": "documents / redirects / passages", "value": f"{ing.documents} / {ing.redirects} / {ing.passages}"},
         {"measure": f"stream x{args.passes}: documents/s", "value": n_docs / stream_s},
         {"measure": f"stream x{args.passes}: passages/s", "value": n_passages / stream_s},
         {"measure": "RSS after pass 1 / 10 / last (MB)", "value": f"{rss[0]:.0f} / {rss[min(9, len(rss) - 1)]:.0f} / {rss[-1]:.0f}"},
         {"measure": "peak RSS (MB)", "value": peak_mb},
-    ]
-    print(table(rows))
-    path = write_json(
-        "ingest",
-        {
-            "ingest_seconds": ingest_s,
-            "pages_per_s": pages / ingest_s,
-            "passages_per_s": report.passages / ingest_s,
-            "documents": report.documents,
-            "redirects": report.redirects,
-            "passages": report.passages,
-            "stream_passes": args.passes,
-            "rss_mb_per_pass": rss,
-            "peak_rss_mb": peak_mb,
-        },
+    ]:
+        report.add(row, echo=False)
+    report.print()
+    report.write(
+        ingest_seconds=ingest_s,
+        pages_per_s=pages / ingest_s,
+        passages_per_s=ing.passages / ingest_s,
+        documents=ing.documents,
+        redirects=ing.redirects,
+        passages=ing.passages,
+        stream_passes=args.passes,
+        rss_mb_per_pass=rss,
+        peak_rss_mb=peak_mb,
     )
-    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

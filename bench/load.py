@@ -10,8 +10,8 @@ Reports throughput, client-side latency percentiles (what a user waits),
 the server's own time (``X-Process-Time-Ms``) and the search time inside it
 (``took_ms``), and the error count. Prints a table and writes JSON.
 
-    python bench/load.py /tmp/c1 --clients 8 --requests 50
-    python bench/load.py --url http://127.0.0.1:8000/ --retriever hybrid
+    python -m bench.load /tmp/c1 --clients 8 --requests 50
+    python -m bench.load --url http://127.0.0.1:8000/ --retriever hybrid
 
 Note the clients run in the same machine (and Python) as the server: on a
 small CPU they take cycles from it, so throughput is a floor, not a ceiling.
@@ -20,9 +20,6 @@ small CPU they take cycles from it, so throughput is a floor, not a ceiling.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import socket
 import subprocess
 import sys
@@ -35,8 +32,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import OUT, REPO, data_dir, table  # noqa: E402
+from bench.common import OUT, REPO, data_dir, table, write_json
 
 DEFAULT_COLLECTION = REPO / "collections" / "demo"  # what `hiera demo` builds
 
@@ -204,7 +200,6 @@ def main() -> None:
         print("error:", e, file=sys.stderr)
 
     payload = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "when": time.strftime("%Y-%m-%d %H:%M:%S")},
         "target": args.url or str(args.index),
         "collection": health.get("stats"),
         "retriever": args.retriever,
@@ -214,9 +209,7 @@ def main() -> None:
         "latency": latency,
         "error_examples": errors[:20],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2))
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {write_json(args.out, payload)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

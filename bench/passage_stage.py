@@ -11,30 +11,28 @@ restricted to the same passages) is the lexical reference.
 It encodes only the dev articles' passages (~2k texts, cached), so comparing
 training recipes costs a minute per model instead of a full re-index.
 
-    python bench/passage_stage.py --models all-MiniLM-L6-v2,bench/work/models/passage [--limit N]
+    python -m bench.passage_stage --models all-MiniLM-L6-v2,bench/work/models/passage [--limit N]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import WORK, data_dir, table, write_json  # noqa: E402
-
-from hiera.collection import Collection  # noqa: E402
-from hiera.encode import Encoder  # noqa: E402
-from hiera.eval.questions import load_questions  # noqa: E402
-from hiera.train.pool import PassagePool  # noqa: E402
+from bench.common import Report, data_dir
+from bench.pooled import POOLED
+from hiera.collection import Collection
+from hiera.encode import Encoder
+from hiera.eval.questions import load_questions
+from hiera.train.pool import PassagePool
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", type=Path, default=WORK / "pooled")
+    ap.add_argument("--root", type=Path, default=POOLED)
     ap.add_argument("--models", default="all-MiniLM-L6-v2", help="comma-separated model names or directories")
     ap.add_argument("--limit", type=int, default=None, help="first N dev questions only")
     ap.add_argument("--name", default="passage_stage")
@@ -63,25 +61,22 @@ def main() -> None:
             top5 += bool(f[order[:5]].any())
         return {"top1": 100 * top1 / len(flags), "top5": 100 * top5 / len(flags)}
 
-    rows = []
+    report = Report(args.name)
     bm25 = col.bm25_passages
     t = time.perf_counter()
     bm = [bm25.scores(q.text) for q in qs]
-    rows.append({"model": "bm25 (reference)", **accuracy(lambda qi, rng: bm[qi][rng]),
-                 "seconds": round(time.perf_counter() - t, 1)})
-    print(rows[-1], flush=True)
+    report.add({"model": "bm25 (reference)", **accuracy(lambda qi, rng: bm[qi][rng]),
+                "seconds": round(time.perf_counter() - t, 1)})
     for name in [m for m in args.models.split(",") if m]:
         t = time.perf_counter()
         enc = Encoder(name)
         pv = enc.encode_document([pool.passage_input[int(p)] for p in passages], progress=True, desc=f"encode {name}")
         qv = enc.encode_query([q.text for q in qs])
-        rows.append({"model": name, **accuracy(lambda qi, rng, pv=pv, qv=qv: pv[[local[int(p)] for p in rng]] @ qv[qi]),
-                     "seconds": round(time.perf_counter() - t, 1)})
-        print(rows[-1], flush=True)
-    print(f"\nOracle document stage: {len(qs)} SQuAD dev questions; ranking only the gold document's passages "
-          f"(answer in the document for {100 * answerable:.1f}%). Accuracy in %.")
-    print(table(rows))
-    print(f"wrote {write_json(args.name, {'questions': len(qs), 'passages': len(passages), 'rows': rows})}")
+        report.add({"model": name, **accuracy(lambda qi, rng, pv=pv, qv=qv: pv[[local[int(p)] for p in rng]] @ qv[qi]),
+                    "seconds": round(time.perf_counter() - t, 1)})
+    report.print(f"Oracle document stage: {len(qs)} SQuAD dev questions; ranking only the gold document's passages "
+                 f"(answer in the document for {100 * answerable:.1f}%). Accuracy in %.")
+    report.write(questions=len(qs), passages=len(passages))
 
 
 if __name__ == "__main__":

@@ -14,27 +14,28 @@ Methods (k = 20 results, inner product on normalized vectors = cosine):
 * ``hnsw-passages``: FAISS HNSW32 over all passages (efSearch swept);
 * ``dhr-flat`` / ``dhr-hnsw``: DHR serial. Document stage: ``IndexFlatIP`` /
   HNSW32 over the normalized mean of each document's passage vectors (hiera's
-  ``mean`` document stage), k1 = 100; passage stage: gather the candidates'
-  rows of the float16 memory map through the offset table
-  (``concat_ranges``), one matrix product, final = passage + λ·document
-  (λ = 1), ``topk``.
+  ``mean`` document stage), top_docs (the paper's k1) = 100; passage stage:
+  gather the candidates' rows of the float16 memory map through the offset
+  table (``concat_ranges``), one matrix product, final =
+  ``hiera.retrieve.fusion.dhr_score`` = passage + λ·document (``lam`` = 1),
+  ``topk``.
 
 Latency is per query: single queries one at a time, and batches of 32 (FAISS
 batch search; for DHR the document stage is batched, the passage stage runs
 per query) divided by the number of queries. Speedup = flat latency / method
 latency in the same mode. "top-20 = exact fused" is the share of queries whose
 DHR top-20 set equals the exact fused-score top-20 (all passages of the exact
-top-k1 documents, computed in numpy float64, independently of FAISS).
+top_docs documents, computed in numpy float64, independently of FAISS).
 
 Also measured: encoding throughput of hiera's ``Encoder.encode_document``
 (length-sorted, cache off) against plain ``SentenceTransformer.encode`` on the
 same ~600 SQuAD passages, interleaved A, B, A, B, and the cached re-encode.
 
-    python bench/scale.py --sizes 1000000,5000000 [--queries 200] [--skip-encode] [--hnsw-passages-5m]
-    nice -n 19 python bench/scale.py --build-only --hnsw-passages-5m   # the HNSW builds alone, beside other work
+    python -m bench.scale --sizes 1000000,5000000 [--queries 200] [--skip-encode] [--hnsw-passages-5m]
+    nice -n 19 python -m bench.scale --build-only --hnsw-passages-5m   # the HNSW builds alone, beside other work
 
 HNSW rows come once per ``--ef-search`` value (a recall/latency curve; the
-document index uses the values ≥ k1, since FAISS searches with max(efSearch,
+document index uses the values ≥ top_docs, since FAISS searches with max(efSearch,
 k)), so DHR and HNSW over all passages can be compared at equal quality
 (``src@10``: the query's source passage in the top 10, the one measure that
 means the same for every method).
@@ -51,7 +52,6 @@ import json
 import math
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -61,11 +61,10 @@ import numpy as np
 import psutil
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import WORK, data_dir, table, write_json  # noqa: E402
-
-from hiera.index.dense import faiss_module, faiss_search, set_search_params  # noqa: E402
-from hiera.index.select import concat_ranges, topk  # noqa: E402
+from bench.common import WORK, Report, data_dir, table
+from hiera.index.dense import faiss_module, faiss_search, set_search_params
+from hiera.index.select import concat_ranges, topk
+from hiera.retrieve.fusion import dhr_score
 
 DIM = 384
 K = 20
@@ -279,8 +278,9 @@ def estimate_hnsw_s(n: int, measured: tuple[int, float]) -> float:
 class Dhr:
     """DHR serial: document index → offsets → float16 gather → one matmul → fused top-k."""
 
-    def __init__(self, doc_index, passages: np.ndarray, offsets: np.ndarray, k1: int, lam: float) -> None:
-        self.doc_index, self.passages, self.offsets, self.k1, self.lam = doc_index, passages, offsets, k1, lam
+    def __init__(self, doc_index, passages: np.ndarray, offsets: np.ndarray, top_docs: int, lam: float) -> None:
+        self.doc_index, self.passages, self.offsets = doc_index, passages, offsets
+        self.top_docs, self.lam = top_docs, lam
 
     def passage_stage(self, dpos: np.ndarray, dsc: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
         keep = dpos >= 0
@@ -289,11 +289,11 @@ class Dhr:
         cand = concat_ranges(starts, ends)
         pscore = self.passages[cand].astype(np.float32) @ q
         per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-        sel, _ = topk(pscore + self.lam * dsc[per_doc], k)
+        sel, _ = topk(dhr_score(pscore, dsc[per_doc], self.lam), k)
         return cand[sel]
 
     def search(self, queries: np.ndarray, k: int = K) -> np.ndarray:
-        ids, sc = faiss_search(self.doc_index, queries, self.k1)
+        ids, sc = faiss_search(self.doc_index, queries, self.top_docs)
         return np.stack([self.passage_stage(ids[i], sc[i], queries[i], k) for i in range(len(queries))])
 
 
@@ -324,9 +324,9 @@ def faiss_searcher(index, k: int):
 
 
 def exact_fused(
-    doc_mean: np.ndarray, passages: np.ndarray, offsets: np.ndarray, queries: np.ndarray, k1: int, lam: float
+    doc_mean: np.ndarray, passages: np.ndarray, offsets: np.ndarray, queries: np.ndarray, top_docs: int, lam: float
 ) -> list[set[int]]:
-    """Exact fused top-K per query: numpy float64 over all passages of the exact top-k1 documents."""
+    """Exact fused top-K per query: numpy float64 over all passages of the exact top ``top_docs`` documents."""
     q64 = queries.astype(np.float64)
     doc_scores = np.empty((doc_mean.shape[0], len(queries)), dtype=np.float32)
     for s in tqdm(range(0, doc_mean.shape[0], 200_000), desc="exact doc scores", unit="chunk", leave=False):
@@ -334,13 +334,13 @@ def exact_fused(
     out = []
     for i in range(len(queries)):
         col = doc_scores[:, i]
-        top = np.argpartition(-col, k1)[: k1 + 8]  # a little slack, then exact float64 re-score
+        top = np.argpartition(-col, top_docs)[: top_docs + 8]  # a little slack, then exact float64 re-score
         d64 = doc_mean[top].astype(np.float64) @ q64[i]
-        order = np.lexsort((top, -d64))[:k1]
+        order = np.lexsort((top, -d64))[:top_docs]
         dpos, dsc = top[order], d64[order]
         starts, ends = offsets[dpos], offsets[dpos + 1]
         cand = concat_ranges(starts, ends)
-        final = passages[cand].astype(np.float64) @ q64[i] + lam * np.repeat(dsc, ends - starts)
+        final = dhr_score(passages[cand].astype(np.float64) @ q64[i], np.repeat(dsc, ends - starts), lam)
         sel = np.lexsort((cand, -final))[:K]
         out.append({int(x) for x in cand[sel]})
     return out
@@ -437,9 +437,9 @@ def run_size(
     mem.mark(n, "flat freed")
 
     # (3), (4) DHR with a flat / HNSW document index (HNSW: one row per efSearch)
-    lam, k1 = args.lam, args.k1
+    lam, top_docs = args.lam, args.top_docs
     t = time.perf_counter()
-    ref = exact_fused(doc_mean, passages, offsets, queries, k1, lam)
+    ref = exact_fused(doc_mean, passages, offsets, queries, top_docs, lam)
     info["exact_fused_s"] = round(time.perf_counter() - t, 1)
     dhr_extra = n * DIM * 2 + offsets.nbytes  # float16 passage matrix + offset table
     t = time.perf_counter()
@@ -455,7 +455,7 @@ def run_size(
         ("dhr-flat", doc_flat, doc_flat_build, False, passages, None)
     ]
     for ef in args.ef_search:
-        if ef >= k1:  # FAISS searches with max(efSearch, k): smaller values repeat the k1 row
+        if ef >= top_docs:  # FAISS searches with max(efSearch, k): smaller values repeat the top_docs row
             variants.append((f"dhr-hnsw ef{ef}", doc_hnsw, doc_hnsw_build, doc_cached, passages, ef))
     p32 = None
     if args.f32_passages:
@@ -464,12 +464,12 @@ def run_size(
         for s in range(0, n, 500_000):
             p32[s : s + 500_000] = passages[s : s + 500_000]
         for ef in args.ef_search:
-            if ef >= k1:
+            if ef >= top_docs:
                 variants.append((f"dhr-hnsw ef{ef} f32", doc_hnsw, doc_hnsw_build, doc_cached, p32, ef))
     for name, index, build_s, cached, matrix, ef in variants:
         if ef is not None:
             set_ef(index, ef)
-        dhr = Dhr(index, matrix, offsets, k1, lam)
+        dhr = Dhr(index, matrix, offsets, top_docs, lam)
         lat, res1 = time_single(dhr.search, queries, f"{name} 1q {n:,}")
         b_ms, resb = time_batched(dhr.search, queries)
         extra = dhr_extra + (n * DIM * 2 if matrix is p32 else 0)
@@ -484,7 +484,7 @@ def run_size(
         d_ms, p_ms = [], []
         for i in range(len(queries)):
             t0 = time.perf_counter()
-            ids, sc = faiss_search(index, queries[i : i + 1], k1)
+            ids, sc = faiss_search(index, queries[i : i + 1], top_docs)
             t1 = time.perf_counter()
             dhr.passage_stage(ids[0], sc[0], queries[i], K)
             t2 = time.perf_counter()
@@ -671,8 +671,10 @@ def main() -> None:
         default=0,
         help="time flat single queries on only this many queries (0: all)",
     )
-    ap.add_argument("--k1", type=int, default=100)
-    ap.add_argument("--lam", type=float, default=1.0)
+    ap.add_argument("--top-docs", "--k1", dest="top_docs", type=int, default=100,
+                    help="documents DHR's document stage keeps (the paper's k1)")
+    ap.add_argument("--lam", "--lambda", dest="lam", type=float, default=1.0,
+                    help="DHR's λ: final = passage + λ·document")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--doc-noise", type=float, default=1.0, help="norm of the noise added to a topic centre")
     ap.add_argument("--passage-noise", type=float, default=0.6, help="norm of the noise added to a document")
@@ -694,7 +696,7 @@ def main() -> None:
     ap.add_argument(
         "--ef-search",
         default="64,128,256,512",
-        help="HNSW efSearch values: one row each (the document index uses those >= k1)",
+        help="HNSW efSearch values: one row each (the document index uses those >= top_docs)",
     )
     ap.add_argument("--ef-construction", type=int, default=40, help="HNSW efConstruction (FAISS default 40)")
     ap.add_argument(
@@ -712,7 +714,7 @@ def main() -> None:
     ap.add_argument("--encode-texts", type=int, default=600)
     ap.add_argument("--encode-rounds", type=int, default=2)
     ap.add_argument("--rebuild", action="store_true", help="ignore cached data and indexes")
-    ap.add_argument("--out", default="scale", help="name of the JSON under bench/out/")
+    ap.add_argument("--out", default="scale", help="name of the JSON under bench/out/ (its search rows are under \"rows\")")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     args.ef_search = sorted({int(e) for e in args.ef_search.split(",") if e})
@@ -723,11 +725,12 @@ def main() -> None:
     faiss.omp_set_num_threads(args.search_threads)
     mem = Memory()
     state: dict[str, Any] = {}
-    rows: list[dict[str, Any]] = []
+    report = Report(args.out, COLUMNS)  # the search rows, every size
     infos = []
     for n in sizes:
         r, info = run_size(n, args, mem, state)
-        rows += r
+        for row in r:
+            report.add(row, echo=False)
         infos.append(info)
         if args.build_only:
             log(f"n={n:,}: indexes ready {json.dumps(info)}")
@@ -739,15 +742,14 @@ def main() -> None:
     wall = time.perf_counter() - t0
 
     settings = {
-        "dim": DIM, "k": K, "batch": BATCH, "k1": args.k1, "lambda": args.lam, "hnsw": f"HNSW32, efConstruction {args.ef_construction}, efSearch {args.ef_search}",
+        "dim": DIM, "k": K, "batch": BATCH, "top_docs": args.top_docs, "lam": args.lam, "hnsw": f"HNSW32, efConstruction {args.ef_construction}, efSearch {args.ef_search}",
         "search_threads": args.search_threads, "build_threads": args.build_threads,
         "faiss_distance_compute_blas_threshold": int(faiss.cvar.distance_compute_blas_threshold),
         "doc_vectors": "normalized mean of each document's float16 passage vectors (hiera 'mean' stage)",
         "doc_noise": args.doc_noise, "passage_noise": args.passage_noise, "query_noise": args.query_noise,
         "queries": args.queries, "seed": args.seed,
     }  # fmt: skip
-    print("## Search latency (ms per query; ×flat = flat latency / method latency)\n")
-    print(table(rows, COLUMNS))
+    report.print("## Search latency (ms per query; ×flat = flat latency / method latency)\n")
     print(f"\nsettings: {json.dumps(settings)}")
     if state.get("thread_check"):
         print(
@@ -760,7 +762,7 @@ def main() -> None:
     print(table(mem.stages, stage_cols))
     dhr_cols = ["passages", "method", "doc-stage ms", "passage-stage ms", "1q ms"]
     print("\n## DHR single-query split\n")
-    print(table([r for r in rows if str(r["method"]).startswith("dhr")], dhr_cols))
+    print(table([r for r in report.rows if str(r["method"]).startswith("dhr")], dhr_cols))
     if enc_rows:
         print(
             f"\n## Encoding throughput ({enc_info['texts']} SQuAD passages, first 100 words; median of {args.encode_rounds} interleaved runs)\n"
@@ -769,20 +771,15 @@ def main() -> None:
         print(f"\nencode info: {json.dumps(enc_info)}")
     peak = peak_rss_mb()
     print(f"\nwall time {wall / 60:.1f} min; peak RSS {peak:.0f} MB")
-    out = write_json(
-        args.out,
-        {
-            "settings": settings,
-            "search": rows,
-            "sizes": infos,
-            "thread_check": state.get("thread_check"),
-            "rss_stages": mem.stages,
-            "encode": {"rows": enc_rows, **enc_info},
-            "wall_s": round(wall, 1),
-            "peak_rss_mb": round(peak),
-        },
+    report.write(
+        settings=settings,
+        sizes=infos,
+        thread_check=state.get("thread_check"),
+        rss_stages=mem.stages,
+        encode={"rows": enc_rows, **enc_info},
+        wall_s=round(wall, 1),
+        peak_rss_mb=round(peak),
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ questions reported):
 then rebuilds the pooled collection with each encoder (a copy of the corpus
 per model, vectors from the shared embedding cache) and reports top-k on
 ``dev-v1.1.first24.json`` for zero-shot, iteration 1 and iteration 2, flat
-(``dense``) and hierarchical (``dhr``), with λ and k1 tuned on train
+(``dense``) and hierarchical (``dhr``), with λ and top_docs tuned on train
 questions, plus ``dhr`` + reranker.
 
-    python bench/wiki_qa_trained.py --steps train-passage,train-doc,train-reranker,eval
+    python -m bench.wiki_qa_trained --steps train-passage,train-doc,train-reranker,eval
 
 Each step skips work already done (models with a ``hiera-train.json``,
-collections already built), so an interrupted run resumes.
+collections already built), so an interrupted run resumes. The zero-shot
+collection is ``bench/work/pooled`` (``python -m bench.pooled`` builds it).
 """
 
 from __future__ import annotations
@@ -26,15 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import WORK, data_dir, table, write_json  # noqa: E402
-
-from hiera.eval.questions import load_questions  # noqa: E402
-from hiera.train.args import RerankerArgs, TrainArgs  # noqa: E402
+from bench.common import TOPK, WORK, Report, data_dir, percent, table, tune, write_json
+from bench.pooled import POOLED, ensure_pooled
+from hiera.eval.questions import load_questions
+from hiera.train.args import RerankerArgs, TrainArgs
 
 MODELS = WORK / "models"
 STEPS = ("train-passage", "train-doc", "train-reranker", "eval", "eval-doc", "train-passage-cont", "eval-cont")
@@ -118,49 +117,53 @@ def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str
     return root
 
 
-def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_limit: int) -> tuple[list, dict]:
+COLUMNS = ["model", "retriever", "questions", *TOPK, "doc_top1", "doc_top20", "doc_top100", "lam / top_docs / doc_alpha",
+           "p50 ms"]
+
+
+def _params_cell(params: dict) -> str:
+    return " / ".join(str(params[k]) for k in ("lam", "top_docs", "doc_alpha") if k in params) or "–"
+
+
+def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_limit: int) -> Report:
     from hiera.eval.run import evaluate_retriever
-    from hiera.eval.tune import tune_dhr, tune_doc_alpha
+    from hiera.eval.tune import tune_doc_alpha
     from hiera.rerank import Reranker, RerankRetriever
     from hiera.retrieve import get_retriever
 
-    rows, results = [], {}
+    report = Report(name, COLUMNS)
 
     def record(label: str, retriever, questions, params: dict) -> None:
         t = time.perf_counter()
         run = evaluate_retriever(col, label, questions, (1, 5, 20, 100), retriever=retriever, latency_sample=100)
-        row = {"model": name, "retriever": label, "questions": len(questions)}
-        for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
-            row[key] = round(100 * run.metrics[key], 1) if key in run.metrics else "–"
+        row = {"model": name, "retriever": label, "questions": len(questions),
+               **percent(run.metrics, (*TOPK, "doc_top1", "doc_top20", "doc_top100"))}
         row["p50 ms"] = round(run.metrics.get("latency_ms_p50", float("nan")), 1)
-        row["λ / k1 / α"] = " / ".join(str(params[k]) for k in ("lam", "k1", "doc_alpha") if k in params) or "–"
-        rows.append(row)
-        results[f"{name} {label}"] = {"metrics": run.metrics, "params": params, "stage_ms": run.stage_ms}
-        print(f"{name} {label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} "
-              f"({time.perf_counter() - t:.0f}s)", flush=True)
+        row["lam / top_docs / doc_alpha"] = _params_cell(params)
+        report.add(row, {"metrics": run.metrics, "params": params, "stage_ms": run.stage_ms}, key=f"{name} {label}",
+                   echo=f"{name} {label}: top1 {row['top1']} top20 {row['top20']} doc_top1 {row['doc_top1']} "
+                        f"({time.perf_counter() - t:.0f}s)")
 
     record("dense", get_retriever("dense", col), dev, {})
     for stage in stages:
         params: dict = {"doc_stage": stage}
         if stage == "hybrid-max":
             params["doc_alpha"], _ = tune_doc_alpha(col, tune_qs, progress=False)
-        res = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=stage, progress=False,
-                       doc_alpha=params.get("doc_alpha"))
-        params.update(lam=res.lam, k1=res.k1)
+        best, _ = tune(col, tune_qs, doc_stage=stage, doc_alpha=params.get("doc_alpha"))
+        params.update(best)
         label = f"dhr[{stage}]"
         dhr = get_retriever("dhr", col, **params)
         record(label, dhr, dev, params)
-        if stage == "hybrid-max":  # the same stage with λ, k1 tuned for top-1 (what the targets compare)
-            res1 = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage=stage, target_k=1, progress=False,
-                            doc_alpha=params["doc_alpha"])
-            p1 = {**params, "lam": res1.lam, "k1": res1.k1}
+        if stage == "hybrid-max":  # the same stage with lam, top_docs tuned for top-1 (what the targets compare)
+            best1, _ = tune(col, tune_qs, doc_stage=stage, target_k=1, doc_alpha=params["doc_alpha"])
+            p1 = {**params, **best1}
             record(f"{label} top1-tuned", get_retriever("dhr", col, **p1), dev, p1)
         if rerank is not None and stage == stages[-1]:
             sub = dev[:rerank_limit]
             record(f"{label} @{len(sub)}q", dhr, sub, params)  # the same questions, without the reranker
             rr = RerankRetriever(dhr, Reranker(rerank), depth=20, levels=("passage",))
             record(f"{label} + rerank@20 @{len(sub)}q", rr, sub, params)
-    return rows, results
+    return report
 
 
 def step_eval(args, data: Path) -> dict:
@@ -179,7 +182,7 @@ def step_eval(args, data: Path) -> dict:
         "iter1": (None, str(MODELS / "passage-iter1")),
         "iter2": (None, str(MODELS / "passage")),
     }
-    rows, results = [], {}
+    report = Report("eval", COLUMNS)
     for name, (root, p_enc) in variants.items():
         if root is None:
             if not Path(p_enc).exists():
@@ -190,17 +193,14 @@ def step_eval(args, data: Path) -> dict:
         col.warmup()
         stages = ["hybrid-max"] if name != "iter2" or d_enc == base else ["summary", "hybrid-max"]
         use_rr = reranker if name == "iter2" and (reranker / "hiera-reranker.json").exists() else None
-        r, res = _eval_rows(col, name, dev, tune_qs, stages, use_rr, args.rerank_limit)
-        rows += r
-        results.update(res)
-    return {"rows": rows, "results": results, "doc_encoder": d_enc}
+        report.extend(_eval_rows(col, name, dev, tune_qs, stages, use_rr, args.rerank_limit))
+    return report.to_dict(doc_encoder=d_enc)
 
 
 def step_eval_doc(args, data: Path) -> dict:
     """The paper's summary document stage with the trained document encoder (zero-shot: bench/wiki_qa.py)."""
     from hiera.collection import Collection
     from hiera.eval.run import evaluate_retriever
-    from hiera.eval.tune import tune_dhr
     from hiera.retrieve import get_retriever
 
     if not (MODELS / "doc" / "hiera-train.json").exists():
@@ -208,22 +208,20 @@ def step_eval_doc(args, data: Path) -> dict:
     dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     train = train_questions(data)
     tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
-    rows, results = [], {}
+    report = Report("eval-doc", COLUMNS)
     for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"),):  # the document encoder is what changes
         root = _collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
         col = Collection(root)
         col.warmup()
-        res = tune_dhr(col, tune_qs, k1s=(10, 20, 50, 100), doc_stage="summary", progress=False)
-        params = {"doc_stage": "summary", "lam": res.lam, "k1": res.k1}
+        best, _ = tune(col, tune_qs, doc_stage="summary")
+        params = {"doc_stage": "summary", **best}
         run = evaluate_retriever(col, "dhr[summary]", dev, (1, 5, 20, 100), retriever=get_retriever("dhr", col, **params),
                                  latency_sample=50)
-        row = {"model": f"trained doc encoder + {name}", "retriever": "dhr[summary]", "questions": len(dev)}
-        for key in ("top1", "top5", "top20", "top100", "doc_top1", "doc_top20", "doc_top100"):
-            row[key] = round(100 * run.metrics[key], 1)
-        rows.append(row)
-        results[row["model"]] = {"metrics": run.metrics, "params": params}
-        print(row, flush=True)
-    return {"rows": rows, "results": results}
+        row = {"model": f"trained doc encoder + {name}", "retriever": "dhr[summary]", "questions": len(dev),
+               **percent(run.metrics, (*TOPK, "doc_top1", "doc_top20", "doc_top100")),
+               "lam / top_docs / doc_alpha": _params_cell(params)}
+        report.add(row, {"metrics": run.metrics, "params": params}, key=row["model"])
+    return report.to_dict()
 
 
 def step_train_passage_cont(args, data: Path) -> dict:
@@ -265,8 +263,7 @@ def step_eval_cont(args, data: Path) -> dict:
     root = _collection_for(args.root, "iter2-cont", str(MODELS / "passage-cont"), "all-MiniLM-L6-v2")
     col = Collection(root)
     col.warmup()
-    rows, results = _eval_rows(col, "iter2-cont", dev, tune_qs, ["hybrid-max"], None, args.rerank_limit)
-    return {"rows": rows, "results": results}
+    return _eval_rows(col, "iter2-cont", dev, tune_qs, ["hybrid-max"], None, args.rerank_limit).to_dict()
 
 
 def main() -> None:
@@ -274,8 +271,8 @@ def main() -> None:
     ap.add_argument(
         "--root",
         type=Path,
-        default=WORK / "pooled",
-        help="the pooled collection (bench/wiki_qa.py builds it)",
+        default=POOLED,
+        help="the pooled collection (python -m bench.pooled builds it; so does this script)",
     )
     ap.add_argument("--steps", default=",".join(STEPS))
     ap.add_argument(
@@ -297,6 +294,7 @@ def main() -> None:
     unknown = set(steps) - set(STEPS)
     if unknown:
         ap.error(f"unknown steps {sorted(unknown)}; valid: {', '.join(STEPS)}")
+    ensure_pooled(args.root)
     report: dict = {}
     for s in steps:
         t = time.perf_counter()
@@ -311,23 +309,8 @@ def main() -> None:
         }[s](args, data)
         print(f"== {s} done in {time.perf_counter() - t:.0f}s", flush=True)
     for key in ("eval", "eval-doc", "eval-cont"):
-        if key not in report:
-            continue
-        cols = [
-            "model",
-            "retriever",
-            "questions",
-            "top1",
-            "top5",
-            "top20",
-            "top100",
-            "doc_top1",
-            "doc_top20",
-            "doc_top100",
-            "λ / k1 / α",
-            "p50 ms",
-        ]
-        print(table(report[key]["rows"], cols))
+        if key in report:
+            print(table(report[key]["rows"], COLUMNS))
     path = write_json("wiki_qa_trained" if "eval" in report else "wiki_qa_trained_" + "_".join(steps), report)
     print(f"wrote {path}")
 

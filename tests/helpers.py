@@ -435,3 +435,17 @@ def tiny_questions() -> list:
         Question("q7", "Which enzyme fixes carbon dioxide in the Calvin cycle?", ["RuBisCO"]),
         Question("q8", "Who led the Roman legions?", ["centurions"]),
     ]
+
+
+def other_value(param, default):
+    """A valid value of a registry parameter that differs from ``default`` (for walking the registry)."""
+    if param.choices:
+        return next(c for c in param.choices if c not in (default, param.default, "auto"))
+    if param.type == "bool":
+        return not default
+    if param.type == "int":
+        return int(default) + 1 if param.max is None or default + 1 <= param.max else int(default) - 1
+    if param.type == "float":
+        step = 0.05 if (param.max or 0) <= 1 else 0.5
+        return round(default + step, 4) if param.max is None or default + step <= param.max else round(default - step, 4)
+    return f"{default}-other"

@@ -38,7 +38,7 @@ def test_search_json(root: Path, capsys) -> None:
     assert hit["passage_id"].startswith("chess#")
     assert hit["breadcrumb"].startswith("Chess")
     assert set(hit["stages"]) == {"doc", "passage"}
-    assert data["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
+    assert data["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
     assert [s["name"] for s in data["trace"]][0] == "encode-query"
 
 
@@ -58,7 +58,7 @@ def test_search_human_output_has_breadcrumbs(root: Path, capsys) -> None:
     assert out.startswith("bm25 · passage · 2 results · ")
     assert "  1. Volcanoes › Types of volcanoes › Shield volcanoes    [" in out
     assert "Mauna Loa" in out
-    rc, out, _ = _run(capsys, "search", str(root), q, "-r", "dhr", "--level", "doc", "-k", "2", "--lambda", "0.5", "--k1", "3")
+    rc, out, _ = _run(capsys, "search", str(root), q, "-r", "dhr", "--level", "doc", "-k", "2", "--set", "lambda=0.5", "--set", "top_docs=3")
     assert rc == 0
     assert "  1. Volcanoes › Types of volcanoes › Shield volcanoes" not in out  # doc hits have no section
     assert "  1. Volcanoes    [" in out
@@ -83,7 +83,11 @@ def test_stats_json(root: Path, capsys) -> None:
     [
         (["search", "{root}", "   "], "empty"),
         (["search", "{root}", "q", "-k", "0"], "k must be"),
-        (["search", "{root}", "q", "--lambda", "-1"], "lam"),
+        (["search", "{root}", "q", "--set", "lambda=-1"], "lambda (= lam)=-1"),
+        (["search", "{root}", "q", "--set", "fusion=rrf"], "no parameter 'fusion' in dhr"),
+        (["search", "{root}", "q", "--set", "lam"], "NAME=VALUE"),
+        (["search", "{root}", "q", "-r", "hybrid", "--set", "fusion=max"], "fusion=max must be one of rrf, interp"),
+        (["eval", "{root}", "--questions", "{missing}", "--format", "squad", "--set", "doc_alpha=2"], "doc_alpha=2"),
         (["search", "{missing}", "q"], "not a hiera collection"),
         (["stats", "{missing}"], "not a hiera collection"),
         (["search", "{root}", "q", "--passage-encoder", "{missing}"], "not a local directory"),
@@ -102,11 +106,19 @@ def test_user_errors_are_one_line(root: Path, tmp_path: Path, capsys, argv: list
 def test_tune_target_k(root: Path, tmp_path: Path, capsys) -> None:
     qfile = tmp_path / "qs.jsonl"
     qfile.write_text("".join(json.dumps({"question": q.text, "answer": q.answers}) + "\n" for q in helpers.tiny_questions()))
-    base = ["tune", str(root), "--questions", str(qfile), "--format", "nq-open", "--k1", "1,3", "--dry-run", "--quiet"]
+    base = ["tune", str(root), "--questions", str(qfile), "--format", "nq-open", "--grid", "top_docs=1,3", "--dry-run", "--quiet"]
     rc, out, err = _run(capsys, *base, "--target-k", "1")
     assert rc == 0, err
     data = json.loads(out)
-    assert 0.0 <= data["top1"] <= 1.0 and data["saved"] is False
-    assert "top20" not in data and data["k1"] in (1, 3)
+    # the reported top-1 is what searching with the chosen parameters gets, question by question
+    from hiera.collection import Collection
+    from hiera.eval.match import has_answer
+    from hiera.retrieve import get_retriever
+
+    qs = helpers.tiny_questions()
+    runs = get_retriever("dhr", Collection(root)).batch_search([q.text for q in qs], k=1, **data["params"])
+    found = [has_answer(q.answers, r.hits[0].text, q.answer_mode) for q, r in zip(qs, runs, strict=True)]
+    assert data["top1"] == pytest.approx(sum(found) / len(qs))
+    assert "top20" not in data and data["params"]["top_docs"] in (1, 3) and data["saved"] is None
     rc, out, err = _run(capsys, *base, "--target-k", "0")
     assert rc == 2 and "--target-k" in err

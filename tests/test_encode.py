@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hiera.encode import EmbeddingCache, Encoder, text_hash
+from hiera.encode import EmbeddingCache, Encoder, resolve_model_path, text_hash
 from hiera.errors import HieraError
 
 
@@ -52,3 +57,55 @@ def test_query_and_document_agree_on_the_same_text(encoder: Encoder) -> None:
 def test_unknown_model_is_refused_without_download(tmp_path: Path) -> None:
     with pytest.raises(HieraError, match="never downloads"):
         Encoder("some-org/some-model-that-is-not-here", cache_dir=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prompted_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MiniLM with e5-style prompts in its config (weights linked, not copied)."""
+    src = resolve_model_path("all-MiniLM-L6-v2")
+    dst = tmp_path_factory.mktemp("prompted") / "model"
+    shutil.copytree(src, dst, copy_function=os.symlink)
+    config = dst / "config_sentence_transformers.json"
+    data = json.loads(config.read_text(encoding="utf-8"))
+    config.unlink()
+    config.write_text(json.dumps({**data, "prompts": {"query": "query: ", "document": "passage: "}}), encoding="utf-8")
+    return dst
+
+
+def test_model_prompts_are_applied_recorded_and_keyed(prompted_model: Path, encoder: Encoder, tmp_path: Path) -> None:
+    enc = Encoder(prompted_model, cache_dir=tmp_path)
+    q, doc = "What do volcanoes erupt?", "Volcanoes erupt lava."
+    raw = enc.model.encode(["query: " + q, "passage: " + doc, q, doc], normalize_embeddings=True)
+    np.testing.assert_allclose(enc.encode_query(q), raw[0], atol=1e-6)
+    np.testing.assert_allclose(enc.encode_document([doc])[0], raw[1], atol=1e-6)
+    assert not np.allclose(enc.encode_query(q), raw[2], atol=1e-3)  # the prompt changes the vector
+    info = enc.info.to_dict()
+    assert (info["query_prompt"], info["document_prompt"]) == ("query: ", "passage: ")
+    assert (encoder.info.query_prompt, encoder.info.document_prompt) == ("", "")
+    np.testing.assert_allclose(encoder.encode_query(q), encoder.model.encode(q, normalize_embeddings=True), atol=1e-6)
+    # the cache key is the prompted text: an unprompted vector under the same fingerprint is never served
+    enc.cache.put_many([(text_hash(doc), raw[3])])
+    np.testing.assert_allclose(enc.encode_document([doc, "Chess is a board game."])[0], raw[1], atol=1e-6)
+
+
+def test_loading_a_model_leaves_transformers_logging_alone(tmp_path: Path) -> None:
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+    try:
+        Encoder(cache_dir=tmp_path)
+        assert hf_logging.get_verbosity() == hf_logging.WARNING and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity(before[0])
+        (hf_logging.enable_progress_bar if before[1] else hf_logging.disable_progress_bar)()
+
+
+@pytest.mark.parametrize("module", ["hiera.encode", "hiera.rerank", "hiera.models"])
+def test_inference_does_not_import_training(module: str) -> None:
+    """Every import, lazy ones inside functions included: serving must not need the train extra."""
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith("hiera.train")}

@@ -92,7 +92,6 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "dense": {k: v["name"] for k, v in m.models.items()},
             "faiss": m.faiss,
             "defaults": m.defaults,
-            "doc_stage": m.doc_stage,
         }
     if args.json:
         _print_json(stats)
@@ -106,8 +105,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from hiera.index.bm25 import Bm25Config
     from hiera.index.build import BuildOptions, build
-    from hiera.retrieve.docstage import check_doc_stage
+    from hiera.spec import method_names, parse_assignments
 
+    defaults = {name: p for name, p in parse_assignments(args.set, method_names()).items() if p}
     opts = BuildOptions(
         bm25=not args.no_bm25,
         dense=not args.no_dense,
@@ -119,14 +119,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         bm25_doc_text=args.bm25_doc_text,
         batch_size=args.batch_size,
         progress=not args.quiet,
-        doc_stage=check_doc_stage(args.doc_stage) if args.doc_stage else None,
+        defaults=defaults or None,
     )
-    defaults = {}
-    if args.lam is not None:
-        defaults["lambda"] = args.lam
-    if args.k1 is not None:
-        defaults["k1"] = args.k1
-    opts.defaults = defaults or None
     t = time.perf_counter()
     m = build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
     _log(f"built {args.index}: {m.documents} documents, {m.passages} passages in {time.perf_counter() - t:.1f}s")
@@ -136,11 +130,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from hiera.collection import Collection
     from hiera.retrieve import get_retriever
+    from hiera.spec import parse_assignments
 
+    params = parse_assignments(args.set, [args.retriever])[args.retriever]
     col = Collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder)
-    params = {"lam": args.lam, "k1": args.k1, "doc_stage": args.doc_stage, "fusion": args.fusion}
     retriever = get_retriever(args.retriever, col)
-    params = {k: v for k, v in params.items() if v is not None and k in retriever.param_spec}
     if args.rerank:
         from hiera.rerank import Reranker, RerankRetriever
 
@@ -150,12 +144,38 @@ def cmd_search(args: argparse.Namespace) -> int:
         _print_json(res.to_dict())
         return 0
     print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in res.trace))
+    print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
     for h in res:
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
         print(f"     {h.reason()}")
         text = h.text if len(h.text) <= 300 else h.text[:297] + "..."
         print(f"     {text}")
     return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from hiera.spec import METHODS, methods_json
+
+    if args.json:
+        _print_json(methods_json())
+        return 0
+    for spec in METHODS.values():
+        print(f"{spec.name}  [{', '.join(spec.levels)}; needs {' + '.join(spec.requires) or 'nothing'}]")
+        print(f"    {spec.help}")
+        for prm in spec.params:
+            extra = f" (alias {', '.join(prm.aliases)})" if prm.aliases else ""
+            tune = "; tunable" if prm.tunable else ""
+            print(f"    --set {prm.name}=<{prm.describe_type()}>  default {prm.default}{extra}{tune}")
+            print(f"        {prm.help}")
+    return 0
+
+
+def add_set_option(sp: argparse.ArgumentParser, what: str) -> None:
+    """``--set NAME=VALUE`` (repeatable): the one way to pass method parameters (see `hiera methods`)."""
+    sp.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help=f"{what}; METHOD.NAME=VALUE targets one method; `hiera methods` lists every parameter",
+    )
 
 
 # -- parser ----------------------------------------------------------------
@@ -194,8 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
 
     from hiera.encode import DEFAULT_MODEL
-    from hiera.retrieve import RETRIEVERS
-    from hiera.retrieve.docstage import DOC_STAGES
+    from hiera.spec import MAX_K
+    from hiera.spec import method_names as _names
+
+    RETRIEVERS = _names()
 
     sp = add("build", cmd_build, "build BM25 and dense indexes for a collection")
     sp.add_argument("index")
@@ -205,31 +227,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--passage-encoder", default=DEFAULT_MODEL)
     sp.add_argument("--passage-index", default="Flat", help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …)")
     sp.add_argument("--doc-index", default="Flat")
-    sp.add_argument("--bm25-k1", type=float, default=0.9)
-    sp.add_argument("--bm25-b", type=float, default=0.4)
+    sp.add_argument("--bm25-k1", type=float, default=0.9, help="BM25 term-frequency saturation")
+    sp.add_argument("--bm25-b", type=float, default=0.4, help="BM25 length normalization")
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
-    sp.add_argument(
-        "--doc-stage", default=None, help=f"default DHR document stage: {', '.join(DOC_STAGES)} (default: hybrid-max)"
-    )
-    sp.add_argument("--lambda", dest="lam", type=float, default=None, help="default λ for dhr")
-    sp.add_argument("--k1", type=int, default=None, help="default number of documents for dhr")
+    add_set_option(sp, "default of a method parameter saved with the build, e.g. doc_stage=summary, lam=0.5")
     sp.add_argument("--batch-size", type=int, default=32)
 
     sp = add("search", cmd_search, "search a collection")
     sp.add_argument("index")
     sp.add_argument("query")
     sp.add_argument("--retriever", "-r", default="dhr", choices=RETRIEVERS)
-    sp.add_argument("--k", "-k", type=int, default=10)
+    sp.add_argument("--k", "-k", type=int, default=10, help=f"number of hits (1 to {MAX_K})")
     sp.add_argument("--level", choices=["passage", "doc"], default=None)
-    sp.add_argument("--lambda", dest="lam", type=float, default=None)
-    sp.add_argument("--k1", type=int, default=None)
-    sp.add_argument("--doc-stage", default=None, choices=DOC_STAGES)
-    sp.add_argument("--fusion", default=None, choices=["rrf", "interp"])
+    add_set_option(sp, "a parameter of the retriever for this search, e.g. lam=0.5")
     sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
     sp.add_argument("--passage-encoder", default=None)
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
     sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")
+
+    sp = add("methods", cmd_methods, "list every retrieval method with its parameters and requirements")
+    sp.add_argument("--json", action="store_true")
 
     for register in _extra_commands():
         register(add)

@@ -15,11 +15,12 @@ import numpy as np
 from hiera.corpus.store import CorpusStore, DocRow
 from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
-from hiera.errors import IndexMissingError, ManifestMismatchError
+from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.build import DOC_STAGE_NEEDS, live_build_dir
+from hiera.index.build import live_build_dir
 from hiera.index.dense import load_faiss, load_matrix
-from hiera.index.manifest import Manifest
+from hiera.index.manifest import Manifest, read_tuned
+from hiera.spec import method
 
 VECTOR_DTYPES = ("float16", "float32")
 
@@ -59,12 +60,7 @@ class Collection:
                 f"the index of {self.root} was built at corpus version {self.manifest.corpus_version} but the corpus "
                 f"is at version {self.store.version} (documents were ingested since); run `hiera build {self.root}`"
             )
-        stage = self.manifest.doc_stage.get("name")
-        if stage is not None and stage not in DOC_STAGE_NEEDS:
-            raise ManifestMismatchError(
-                f"the index of {self.root} names document stage {stage!r}, which this version of hiera does not know; "
-                f"rebuild with `hiera build {self.root}`"
-            )
+        self._defaults = self._checked_defaults()
         self.mmap = mmap
         self.vectors = vectors
         self.cache_dir = cache_dir
@@ -72,6 +68,30 @@ class Collection:
         for level, name in self._requested.items():
             if name is not None:
                 self.manifest.check_model(level, model_fingerprint(resolve_model_path(name)), name)
+
+    # -- method defaults -------------------------------------------------
+    def _checked_defaults(self) -> dict[str, dict]:
+        """The build's (``hiera build --set``) then the tuned (``hiera tune``) parameters, checked by the registry."""
+        merged: dict[str, dict] = {}
+        for source, table in (("manifest", self.manifest.defaults), ("tuning file", read_tuned(self.build_dir))):
+            for name, params in table.items():
+                try:
+                    merged[name] = {**merged.get(name, {}), **method(name).check(params)}
+                except HieraError as e:
+                    raise ManifestMismatchError(
+                        f"the {source} of {self.build_dir} holds defaults this version of hiera refuses ({e}); "
+                        f"rebuild with `hiera build {self.root}`"
+                    ) from None
+        return merged
+
+    def method_defaults(self, name: str) -> dict:
+        """Parameters this build sets for method ``name`` (on top of the registry's defaults)."""
+        return dict(self._defaults.get(name, {}))
+
+    @property
+    def built(self) -> set[str]:
+        """Index kinds this build has: ``bm25``, ``dense``."""
+        return {k for k, ok in (("bm25", self.manifest.bm25 is not None), ("dense", self.has_dense)) if ok}
 
     # -- layout ----------------------------------------------------------
     @cached_property

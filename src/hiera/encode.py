@@ -7,7 +7,10 @@ Encoding is the slow part of everything hiera does on a CPU, so:
 * missing texts are encoded in length-sorted batches (less padding), and the
   cache is committed after every chunk, so an interrupted encode resumes where
   it stopped;
-* models load from local paths only: hiera never downloads weights.
+* models load from local paths only: hiera never downloads weights;
+* queries and documents go through sentence-transformers' ``encode_query`` /
+  ``encode_document``, so a model's configured prompts (e5's ``"query: "``,
+  bge's instruction) are applied, and the manifest records them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from hiera.errors import HieraError
+from hiera.models import offline, quiet_transformers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
@@ -124,6 +128,8 @@ class ModelInfo:
     fingerprint: str
     dim: int
     max_seq_length: int
+    query_prompt: str = ""
+    document_prompt: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -142,22 +148,23 @@ class Encoder:
         batch_size: int = 32,
         cache_dir: Path | None = None,
         use_cache: bool = True,
-        query_prefix: str = "",
-        document_prefix: str = "",
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline()
         self.path = resolve_model_path(model)
         self.name = str(model)
-        import transformers
         from sentence_transformers import SentenceTransformer
 
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
         try:
-            self.model = SentenceTransformer(str(self.path), device="cpu")
+            with quiet_transformers():
+                self.model = SentenceTransformer(str(self.path), device="cpu")
         except Exception as e:  # a broken or foreign directory
             raise HieraError(f"cannot load model from {self.path}: {e}") from None
+        # The prompts encode_query / encode_document pick by default, resolved once so that
+        # the cache key and the manifest name exactly the prompt the vectors were made with.
+        prompts = self.model.prompts
+        self.query_prompt = prompts.get("query") or ""
+        doc_name = next((n for n in ("document", "passage", "corpus") if n in prompts), None)
+        self.document_prompt = (prompts[doc_name] or "") if doc_name else ""
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.fingerprint = model_fingerprint(self.path)
@@ -166,8 +173,6 @@ class Encoder:
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
         self._lock = threading.Lock()
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.fingerprint, self.dim) if use_cache else None
 
     @property
@@ -178,14 +183,17 @@ class Encoder:
             fingerprint=self.fingerprint,
             dim=self.dim,
             max_seq_length=int(self.model.max_seq_length),
+            query_prompt=self.query_prompt,
+            document_prompt=self.document_prompt,
         )
 
-    def _encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+    def _run(self, encode: Any, texts: Sequence[str], prompt: str, show_progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            vecs = self.model.encode(
+            vecs = encode(
                 list(texts),
+                prompt=prompt,
                 batch_size=self.batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
@@ -193,22 +201,27 @@ class Encoder:
             )
         return np.asarray(vecs, dtype=np.float32)
 
+    def _encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        """Documents, uncached; the model adds its document prompt."""
+        return self._run(self.model.encode_document, texts, self.document_prompt, show_progress)
+
     def encode_query(self, queries: str | Sequence[str]) -> np.ndarray:
         """Queries are short and unique: no cache, no sorting."""
         single = isinstance(queries, str)
         qs = [queries] if single else list(queries)
-        vecs = self._encode([self.query_prefix + q for q in qs])
+        vecs = self._run(self.model.encode_query, qs, self.query_prompt, False)
         return vecs[0] if single else vecs
 
     def encode_document(
         self, texts: Sequence[str], *, progress: bool = False, desc: str = "encode", chunk: int = 512
     ) -> np.ndarray:
         """Encode ``texts`` (in order), reading and filling the on-disk cache."""
-        texts = [self.document_prefix + t for t in texts]
+        texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        hashes = [text_hash(t) for t in texts]
+        # keyed by the text the model actually reads, so a changed prompt never serves stale vectors
+        hashes = [text_hash(self.document_prompt + t) for t in texts]
         cached = self.cache.get_many(hashes) if self.cache is not None else {}
         todo: dict[bytes, list[int]] = {}
         for i, h in enumerate(hashes):

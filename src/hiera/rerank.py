@@ -23,6 +23,7 @@ import numpy as np
 
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import BadInputError, HieraError
+from hiera.models import offline, quiet_transformers
 from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k
 
 META_FILE = "hiera-reranker.json"
@@ -33,8 +34,6 @@ class Reranker:
     """A trained cross-encoder plus its calibrated relevance threshold."""
 
     def __init__(self, model: str | Path, *, batch_size: int = 32) -> None:
-        from hiera.train.common import offline
-
         offline()
         self.path = resolve_model_path(model)
         meta_path = self.path / META_FILE
@@ -45,12 +44,11 @@ class Reranker:
             except json.JSONDecodeError as e:
                 raise HieraError(f"{meta_path} is corrupt ({e.msg})") from None
         self.threshold = float(self.meta.get("threshold", 0.5))
-        import transformers
-        from sentence_transformers.cross_encoder import CrossEncoder
+        from sentence_transformers import CrossEncoder
 
-        transformers.logging.set_verbosity_error()
         try:
-            self.model = CrossEncoder(str(self.path), device="cpu")
+            with quiet_transformers():
+                self.model = CrossEncoder(str(self.path), device="cpu")
         except Exception as e:
             raise HieraError(f"cannot load a cross-encoder from {self.path}: {e}") from None
         if int(getattr(self.model, "num_labels", 1)) != 1:
@@ -89,7 +87,8 @@ class RerankRetriever:
         self.depth = depth
         self.name = f"{base.name}+rerank"
         self.levels = levels or tuple(base.levels)
-        self.param_spec = getattr(base, "param_spec", {})
+        self.spec = base.spec  # the base method's parameters pass through unchanged
+        self.defaults = {**base.defaults, "rerank_depth": depth}
         col = getattr(base, "col", None)
         rules = col.store.rules if col is not None else None
         self.sep = rules.title_sep if rules else ", "

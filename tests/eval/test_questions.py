@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from hiera.corpus.ingest import ingest
 from hiera.corpus.readers.squad import read_squad
 from hiera.corpus.split import split_document
-from hiera.corpus.tree import Document
+from hiera.corpus.store import CorpusStore
+from hiera.corpus.tree import Document, PassageRules
 from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import QUESTION_FORMATS, load_questions
@@ -161,6 +163,24 @@ class TestSmallFiles:
         assert qs[0].answers == ["w120."]
         assert qs[0].metadata == {"title": "Test_Article", "paragraph": 2}
         assert qs[1].gold_passages == {"Test_Article#2", "Test_Article#3"}  # span crosses a boundary
+
+    def test_squad_gold_passages_follow_the_collection_rules(self, tmp_path: Path) -> None:
+        path = _squad_file(tmp_path)
+        root = tmp_path / "col"
+        ingest([path], "squad", root, rules=PassageRules(max_words=30), progress=False)
+        store = CorpusStore(root)
+        text = {p.id: p.text for _, p in store.iter_passages()}
+        qs = load_questions(path, "squad", rules=store.rules)
+        assert [sorted(q.gold_passages) for q in qs] == [["Test_Article#6"], ["Test_Article#5"]]
+        for q in qs:
+            assert q.gold_passages <= set(text)
+            assert all(has_answer(q.answers, text[p]) for p in q.gold_passages)
+        # the default 100-word split names passages of this collection that miss the answer
+        stale = load_questions(path, "squad")
+        assert not any(has_answer(stale[0].answers, text[p]) for p in stale[0].gold_passages)
+        # rules belong to the collection: formats without passage ids accept and ignore them
+        nq = _jsonl(tmp_path / "nq.jsonl", [{"question": "q?", "answer": ["a"]}])
+        assert load_questions(nq, "nq-open", rules=store.rules)[0].answers == ["a"]
 
     def test_dpr_tsv_literal_eval_and_csv(self, tmp_path: Path) -> None:
         path = _write(

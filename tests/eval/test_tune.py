@@ -1,6 +1,8 @@
-"""λ/k1 grid search and the hybrid-max α: results agree with a direct evaluation and land in the manifest."""
+"""λ/top_docs grid search and the hybrid-max α: results agree with a direct evaluation and land beside the build."""
 
 from __future__ import annotations
+
+import json
 
 import helpers
 import pytest
@@ -9,7 +11,9 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import Question
-from hiera.eval.tune import save_defaults, tune_dhr, tune_doc_alpha
+from hiera.eval.tune import save_tuned, tune_dhr, tune_doc_alpha
+from hiera.index.build import live_build_dir
+from hiera.index.manifest import MANIFEST
 from hiera.retrieve import get_retriever
 
 
@@ -25,9 +29,10 @@ def _questions() -> list[Question]:
 def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
     col = Collection(shared_root)
     qs = _questions()
-    res = tune_dhr(col, qs, k1s=(1, 3), progress=False, target_k=1)
-    assert res.k1 in (1, 3) and 0.0 <= res.lam <= 2.0
-    dhr = get_retriever("dhr", col, lam=res.lam, k1=res.k1)
+    res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1)
+    assert set(res.params) == {"lam", "top_docs"}
+    assert res.params["top_docs"] in (1, 3) and 0.0 <= res.params["lam"] <= 2.0
+    dhr = get_retriever("dhr", col, **res.params)
     hits = [has_answer(q.answers, dhr.search(q.text, k=1)[0].text) for q in qs]
     assert res.top1 == pytest.approx(sum(hits) / len(qs))
     assert res.target == res.top1 and res.target_k == 1
@@ -42,8 +47,19 @@ def test_tune_doc_alpha_and_save(shared_root, tmp_path):
     dhr = get_retriever("dhr", col, doc_stage="hybrid-max", doc_alpha=alpha)
     top1 = [dhr.search(q.text, k=1, level="doc")[0].doc_id in q.gold_docs for q in _questions()]
     assert scores[alpha] == pytest.approx(sum(top1) / len(top1))
-    save_defaults(root, 0.4, 3, doc_alpha=alpha)
+    build_dir = live_build_dir(root)
+    manifest_before = (build_dir / MANIFEST).read_bytes()
+    save_tuned(root, {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}, {"questions": "tiny"})
+    assert (build_dir / MANIFEST).read_bytes() == manifest_before  # builds are immutable
     fresh = get_retriever("dhr", Collection(root))
-    assert fresh.defaults["lam"] == 0.4 and fresh.defaults["k1"] == 3 and fresh.defaults["doc_alpha"] == alpha
+    assert fresh.defaults["lam"] == 0.4 and fresh.defaults["top_docs"] == 3 and fresh.defaults["doc_alpha"] == alpha
+    # the next build starts from the tuned values, and the old tuning file goes with the old build
+    from hiera.index.build import BuildOptions, build
+
+    build(root, BuildOptions(progress=False), log=helpers.QUIET)
+    new_dir = live_build_dir(root)
+    assert new_dir != build_dir and not build_dir.with_name(build_dir.name + ".tuned.json").exists()
+    assert json.loads((new_dir / MANIFEST).read_text())["defaults"]["dhr"] == {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}
+    assert get_retriever("dhr", Collection(root)).defaults["top_docs"] == 3
     with pytest.raises(BadInputError, match="gold documents"):
         tune_doc_alpha(col, helpers.tiny_questions(), progress=False)

@@ -79,8 +79,7 @@ def test_manifest_records_models_rules_and_files(shared_root: Path) -> None:
     assert (m.bm25["k1"], m.bm25["b"], m.bm25["method"], m.bm25["doc_text"]) == (0.9, 0.4, "lucene", "fulltext")
     assert m.bm25["tokenizer"]["stemmer"] == "english" and m.bm25["tokenizer"]["stopwords"] == "en"
     assert m.faiss == {"passage": "Flat", "doc": "Flat"}
-    assert m.defaults == {"lambda": 1.0, "k1": 100}
-    assert m.doc_stage == {"name": "hybrid-max"}
+    assert m.defaults == {}  # nothing set at build time: the registry's defaults apply
     for pkg in ("hiera", "python", "numpy", "faiss-cpu", "bm25s", "torch", "sentence-transformers"):
         assert m.versions.get(pkg), pkg
 
@@ -405,34 +404,52 @@ def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
                     assert -1.0 - 1e-5 <= h.score <= 1.0 + 1e-5
 
 
+def _stage(stage: str) -> dict:
+    return {"dhr": {"doc_stage": stage}}
+
+
 def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
     before = Collection(col_copy).build_dir
     for stage in ("hybrid-max", "summary", "fused"):
         with pytest.raises(BadInputError, match="needs the dense"):
-            build(col_copy, BuildOptions(progress=False, dense=False, doc_stage=stage), log=helpers.QUIET)
+            build(col_copy, BuildOptions(progress=False, dense=False, defaults=_stage(stage)), log=helpers.QUIET)
     with pytest.raises(BadInputError, match="needs the bm25"):
-        build(col_copy, BuildOptions(progress=False, bm25=False, doc_stage="bm25-passage-max"), log=helpers.QUIET)
-    with pytest.raises(BadInputError, match="unknown document stage"):
-        build(col_copy, BuildOptions(progress=False, doc_stage="abstracts"), log=helpers.QUIET)
+        build(col_copy, BuildOptions(progress=False, bm25=False, defaults=_stage("bm25-passage-max")), log=helpers.QUIET)
+    with pytest.raises(BadInputError, match="doc_stage=abstracts"):
+        build(col_copy, BuildOptions(progress=False, defaults=_stage("abstracts")), log=helpers.QUIET)
     assert Collection(col_copy).build_dir == before  # nothing was swapped in
-    m = build(col_copy, BuildOptions(progress=False, bm25=False), log=helpers.QUIET)
-    assert m.doc_stage == {"name": "passage-max"}  # the default adapts to what is built
+    build(col_copy, BuildOptions(progress=False, bm25=False), log=helpers.QUIET)
+    # the default ("auto") adapts to what is built
+    assert get_retriever("dhr", Collection(col_copy)).defaults["doc_stage"] == "passage-max"
+    m = build(col_copy, BuildOptions(progress=False, defaults=_stage("summary")), log=helpers.QUIET)
+    assert m.defaults == {"dhr": {"doc_stage": "summary"}}
+    assert get_retriever("dhr", Collection(col_copy)).defaults["doc_stage"] == "summary"
 
 
-def test_manifest_with_an_unknown_doc_stage_is_refused(col_copy: Path) -> None:
+def test_manifest_with_unknown_defaults_is_refused(col_copy: Path) -> None:
     col = Collection(col_copy)
     path = col.build_dir / "manifest.json"
     data = json.loads(path.read_text())
-    data["doc_stage"] = {"name": "from-the-future"}
+    data["defaults"] = {"dhr": {"doc_stage": "from-the-future"}}
     path.write_text(json.dumps(data))
     with pytest.raises(ManifestMismatchError, match="from-the-future"):
         Collection(col_copy)
 
 
+def test_manifest_of_an_older_format_is_refused(col_copy: Path) -> None:
+    path = Collection(col_copy).build_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    data["format"] = "hiera-index/1"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestMismatchError, match="rebuild"):
+        Collection(col_copy)
+
+
 def test_bm25_only_build(col_copy: Path) -> None:
     m = build(col_copy, BuildOptions(progress=False, dense=False), log=helpers.QUIET)
-    assert m.models == {} and m.faiss == {} and m.doc_stage == {"name": "bm25-passage-max"}
+    assert m.models == {} and m.faiss == {}
     col = Collection(col_copy)
+    assert get_retriever("bm25-dhr", col).defaults == {"lam": 1.0, "top_docs": 100}
     assert not col.has_dense
     assert not (col.build_dir / "dense").exists()
     hit = get_retriever("bm25", col).search(helpers.TOPIC_QUERIES["chess"], k=1)[0]

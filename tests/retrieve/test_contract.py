@@ -185,7 +185,7 @@ def test_unknown_parameters_are_refused(col, name: str) -> None:
     with pytest.raises(BadInputError, match="no_such_param"):
         get_retriever(name, col, no_such_param=1)
     # None means "use the default", as the CLI and the API pass it
-    assert len(r.search("volcano", k=2, **{p: None for p in r.param_spec})) >= 1
+    assert len(r.search("volcano", k=2, **{p.name: None for p in r.spec.params})) >= 1
 
 
 @pytest.mark.parametrize(
@@ -201,13 +201,14 @@ def test_unknown_parameters_are_refused(col, name: str) -> None:
         ("bm25-dhr", {"k1": -3}),
         ("hybrid", {"fusion": "max"}),
         ("hybrid", {"alpha": 1.5}),
-        ("bm25", {"depth": -1}),
-        ("dense", {"depth": 0}),
+        ("bm25", {"doc_depth": -1}),
+        ("dense", {"doc_depth": 0}),
+        ("hybrid", {"depth": 0}),
     ],
 )
 def test_bad_parameter_values_are_refused(col, name: str, params: dict) -> None:
     key = next(iter(params))
-    match = "document stage" if key == "doc_stage" else key  # the message names what is wrong
+    match = key  # the message names what is wrong, as the user spelled it
     with pytest.raises(BadInputError, match=match):
         get_retriever(name, col).search("volcano", **params)
     with pytest.raises(BadInputError, match=match):
@@ -230,7 +231,7 @@ def test_parameters_change_the_answer(col) -> None:
     assert len({h.doc_id for h in dhr.search(q, k=20, k1=3)}) == 3
     res = dhr.search(q, k=3, lam=0.0)
     assert [h.score for h in res] == pytest.approx([h.stages["passage"].score for h in res], abs=1e-6)
-    assert res.params["lam"] == 0.0 and res.params["k1"] == 100 and res.params["doc_stage"] == "hybrid-max" and res.params["doc_alpha"] == 0.35
+    assert res.params["lam"] == 0.0 and res.params["top_docs"] == 100 and res.params["doc_stage"] == "hybrid-max" and res.params["doc_alpha"] == 0.35
     hy = get_retriever("hybrid", col, fusion="interp", alpha=1.0)
     dense = get_retriever("dense", col).search(q, k=3)
     assert [h.passage_id for h in hy.search(q, k=3)] == [h.passage_id for h in dense]

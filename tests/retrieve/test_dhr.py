@@ -11,7 +11,8 @@ import pytest
 from hiera.collection import Collection
 from hiera.encode import resolve_model_path
 from hiera.retrieve import get_retriever
-from hiera.retrieve.docstage import DOC_STAGES, score_all_docs, score_docs
+from hiera.retrieve.docstage import DOC_STAGES
+from hiera.retrieve.docstage import stage as doc_stage
 
 BASE_IDS = [d.id for d in helpers.make_docs()]
 ATOL = 1e-2  # index vectors are stored as float16
@@ -93,7 +94,7 @@ def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection
 def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, lam: float, k1: int) -> None:
     dhr = get_retriever("dhr", col)
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[:4]] + ["lava and jazz saxophone"]
-    for q, res in zip(queries, dhr.batch_search(queries, k=8, lam=lam, k1=k1, doc_stage="summary"), strict=True):
+    for q, res in zip(queries, dhr.batch_search(queries, k=8, lam=lam, top_docs=k1, doc_stage="summary"), strict=True):
         chosen, scores = ref.dhr(ref.query(q), k1, lam)
         assert {h.doc_id for h in res} <= set(chosen)
         if k1 == 1:
@@ -105,7 +106,7 @@ def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, l
 
 def test_dhr_with_lambda_zero_over_all_documents_is_flat_dense(col: Collection) -> None:
     q = helpers.TOPIC_QUERIES["roman-empire"]
-    a = get_retriever("dhr", col).search(q, k=10, lam=0.0, k1=col.n_docs)
+    a = get_retriever("dhr", col).search(q, k=10, lam=0.0, top_docs=col.n_docs)
     b = get_retriever("dense", col).search(q, k=10)
     assert [h.passage_id for h in a] == [h.passage_id for h in b]
     np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=2e-3)
@@ -143,7 +144,7 @@ def test_bm25_dhr_only_returns_passages_of_the_top_bm25_documents(col: Collectio
     pscores = col.bm25_passages.scores(q)
     for k1 in (1, 2, 3):
         lam = 0.7
-        res = bm.search(q, k=10, k1=k1, lam=lam)
+        res = bm.search(q, k=10, top_docs=k1, lam=lam)
         assert {h.doc_id for h in res} <= set(doc_ids[:k1])
         if k1 == 1:
             assert {h.doc_id for h in res} == {doc_ids[0]}
@@ -166,7 +167,7 @@ def test_bm25_dhr_only_returns_passages_of_the_top_bm25_documents(col: Collectio
 @pytest.mark.parametrize("stage", DOC_STAGES)
 def test_every_doc_stage_ranks_the_on_topic_document_first(col: Collection, stage: str) -> None:
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
-    for name in ("dhr", "dhr-parallel"):  # top-k1 (score_docs) and all documents (score_all_docs)
+    for name in ("dhr", "dhr-parallel"):  # top-k (DocStage.top) and all documents (DocStage.all)
         results = get_retriever(name, col).batch_search(queries, k=6, level="doc", doc_stage=stage)
         for doc_id, res in zip(BASE_IDS, results, strict=True):
             assert res[0].doc_id == doc_id, (name, stage, res.query)
@@ -177,7 +178,7 @@ def test_every_doc_stage_ranks_the_on_topic_document_first(col: Collection, stag
                 # top-k1 keeps only matching documents; the all-documents view scores the rest 0
                 assert all(s > 0 if name == "dhr" else s >= 0 for s in scores)
     # and the passage level uses it: the first passage comes from the on-topic document
-    top = get_retriever("dhr", col).batch_search(queries, k=1, doc_stage=stage, k1=2)
+    top = get_retriever("dhr", col).batch_search(queries, k=1, doc_stage=stage, top_docs=2)
     assert [r[0].doc_id for r in top] == BASE_IDS, stage
 
 
@@ -186,8 +187,8 @@ def test_doc_stage_scorers_directly(col: Collection, ref: Reference, stage: str)
     q = "lava and jazz saxophone"
     qv = ref.query(q)
     ctx = {"qp": qv, "qd": qv}
-    pos, sc = score_docs(col, stage, q, ctx, col.n_docs)
-    full = score_all_docs(col, stage, q, ctx)
+    pos, sc = doc_stage(stage).top(col, q, ctx, col.n_docs)
+    full = doc_stage(stage).all(col, q, ctx)
     assert full.shape == (col.n_docs,)
     assert np.all(np.diff(sc) <= 1e-7) and np.all(np.abs(sc) <= 1 + 1e-5)
     # both views agree (summary: FAISS float32 vectors vs the float16 matrix)
@@ -195,7 +196,7 @@ def test_doc_stage_scorers_directly(col: Collection, ref: Reference, stage: str)
     top2 = {d.id for d in col.docs_at(pos[:2])}
     assert top2 == {"volcanoes", "jazz"}, (stage, top2)
     # k1 cuts the same ranking
-    pos1, sc1 = score_docs(col, stage, q, ctx, 1)
+    pos1, sc1 = doc_stage(stage).top(col, q, ctx, 1)
     assert pos1.tolist() == pos[:1].tolist()
 
     ps = ref.P @ qv

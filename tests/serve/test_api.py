@@ -43,7 +43,7 @@ class TestSearch:
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
+        assert body["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
@@ -74,7 +74,7 @@ class TestSearch:
 
     def test_lambda_and_k1_reach_dhr(self, client: TestClient) -> None:
         body = _search(client, q=BEES, k=4, **{"lambda": 0.0}, k1=1)
-        assert body["params"]["lam"] == 0.0 and body["params"]["k1"] == 1
+        assert body["params"]["lam"] == 0.0 and body["params"]["top_docs"] == 1
         for h in body["hits"]:
             assert h["score"] == pytest.approx(h["stages"]["passage"]["score"], abs=1e-6)
             assert h["doc_id"] == "honey_bee"  # k1=1: only the best document's passages
@@ -97,10 +97,10 @@ class TestSearch:
     def test_ui_defaults_for_other_methods_are_ignored(self, client: TestClient) -> None:
         body = _search(client, q=BEES, k=3, retriever="bm25", **{"lambda": 2.0}, k1=5, doc_stage="mean", fusion="rrf")
         assert body["retriever"] == "bm25"
-        assert "lam" not in body["params"] and "k1" not in body["params"]
-        assert body["ignored"] == ["doc_stage", "fusion", "k1", "lambda"]
+        assert "lam" not in body["params"] and "top_docs" not in body["params"]
+        assert body["ignored"] == ["doc_stage", "fusion", "lam", "top_docs"]  # canonical names
         hybrid = _search(client, q=BEES, k=3, retriever="hybrid", fusion="interp", **{"lambda": 2.0})
-        assert hybrid["params"]["fusion"] == "interp" and hybrid["ignored"] == ["lambda"]
+        assert hybrid["params"]["fusion"] == "interp" and hybrid["ignored"] == ["lam"]
         assert set(hybrid["hits"][0]["stages"]) == {"bm25", "dense"}
 
     def test_doc_stage_parameter(self, client: TestClient) -> None:
@@ -116,19 +116,22 @@ class TestSearchRejects:
             ({"q": ""}, 422, "empty"),
             ({"q": "   \t "}, 422, "empty"),
             ({}, 422, "q: field required"),
-            ({"q": "bees", "k": 0}, 422, "between 1 and 1000"),
-            ({"q": "bees", "k": 1001}, 422, "between 1 and 1000"),
-            ({"q": "bees", "k": -3}, 422, "between 1 and 1000"),
+            ({"q": "bees", "k": 0}, 422, "k: input should be greater than or equal to 1"),
+            ({"q": "bees", "k": 1001}, 422, "k: input should be less than or equal to 1000"),
+            ({"q": "bees", "k": -3}, 422, "k: input"),
             ({"q": "bees", "k": "ten"}, 422, "k: input should be a valid integer"),
             ({"q": "x" * 2001}, 422, "2001 characters"),
-            ({"q": "bees", "lambda": -1}, 400, "must be a finite number >= 0"),
+            ({"q": "bees", "lambda": -1}, 422, "lambda: input should be greater than or equal to 0"),
+            ({"q": "bees", "lam": -1}, 422, "lam: input should be greater than or equal to 0"),
             ({"q": "bees", "lambda": "abc"}, 422, "lambda: input should be a valid number"),
-            ({"q": "bees", "lambda": "inf"}, 422, "finite"),
-            ({"q": "bees", "lambda": "nan"}, 422, "finite"),
-            ({"q": "bees", "k1": 0}, 400, "positive integer"),
+            ({"q": "bees", "lambda": "inf"}, 422, "lambda: input should be less than or equal to 100"),
+            ({"q": "bees", "retriever": "hybrid", "alpha": "inf"}, 422, "alpha"),
+            ({"q": "bees", "lambda": "nan"}, 422, "lambda"),
+            ({"q": "bees", "k1": 0}, 422, "k1: input should be greater than or equal to 1"),
+            ({"q": "bees", "top_docs": 1.5}, 422, "top_docs: input should be a valid integer"),
             ({"q": "bees", "level": "chapter"}, 422, "level:"),
-            ({"q": "bees", "doc_stage": "nope"}, 400, "unknown document stage"),
-            ({"q": "bees", "retriever": "hybrid", "fusion": "max"}, 400, "fusion"),
+            ({"q": "bees", "doc_stage": "nope"}, 422, "doc_stage: input should be"),
+            ({"q": "bees", "retriever": "hybrid", "fusion": "max"}, 422, "fusion: input should be 'rrf' or 'interp'"),
             ({"q": "bees", "retriever": "bm25-doc", "level": "passage"}, 400, "levels"),
         ],
     )
@@ -270,12 +273,11 @@ class TestHealthAndPage:
         assert h["stats"]["documents"] == 5
         assert h["stats"]["passages"] == 29
         assert h["retrievers"] == list(RETRIEVERS)
-        assert h["defaults"] == {"lambda": 1.0, "k1": 100}
+        assert h["defaults"] == {}
         assert set(h["models"]) == {"doc", "passage"}
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
-        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "k1": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
-        assert "summary" in h["doc_stages"] and h["fusions"] == ["rrf", "interp"]
+        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 
     def test_page_and_assets(self, client: TestClient) -> None:

@@ -81,16 +81,16 @@ def test_search_results_and_table_of_contents(browser, server_url: str, tmp_path
     page.goto(server_url)
     page.wait_for_selector("body[data-ready='1']")
 
-    # controls are filled from /health; λ and k1 show for dhr only
+    # controls are built from /methods; lam and top_docs show for dhr only
     options = page.eval_on_selector_all("#retriever option", "os => os.map(o => o.value)")
     assert "dhr" in options and "bm25" in options
     assert page.input_value("#retriever") == "dhr"
-    assert page.is_visible("#lambda") and page.is_visible("#k1")
+    assert page.is_visible("[data-param='lam']") and page.is_visible("[data-param='top_docs']")
     assert "5 documents" in page.text_content("#collection")
     page.select_option("#retriever", "bm25")
-    assert not page.is_visible("#lambda")
+    assert not page.is_visible("[data-param='lam']")
     page.select_option("#retriever", "dhr")
-    assert page.is_visible("#lambda")
+    assert page.is_visible("[data-param='lam']")
 
     # a question: results grouped by document, each passage with its breadcrumb
     page.select_option("#k", "5")
@@ -138,7 +138,8 @@ def test_search_results_and_table_of_contents(browser, server_url: str, tmp_path
                              document.querySelector('#k').appendChild(o); document.querySelector('#k').value = '5000'; }""")
     page.click("#search-btn")
     page.wait_for_selector("#error:not([hidden])")
-    assert "k must be between 1 and 1000" in page.text_content("#error")
+    err = page.text_content("#error")
+    assert err.startswith("k") and "1000" in err and "422" in err, err  # one line naming k and its bound
     page.select_option("#k", "10")
     page.fill("#q", "   ")
     page.click("#search-btn")
@@ -172,3 +173,243 @@ def test_search_results_and_table_of_contents(browser, server_url: str, tmp_path
     assert [e for e in errors if "status of 422" not in e] == [], errors
     page.close()
     print(f"browser test body took {time.perf_counter() - t0:.1f} s")
+
+
+# -- method controls built from the registry ----------------------------------------------
+
+
+def _open(browser, url: str) -> tuple[object, list[str]]:
+    """A page on ``url`` once its controls are built, and the errors it logs."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.set_default_timeout(15_000)
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+    return page, errors
+
+
+def _methods(page, server_url: str) -> dict[str, dict]:
+    resp = page.request.get(server_url + "methods")
+    assert resp.ok, f"GET /methods: HTTP {resp.status}"
+    return {m["name"]: m for m in resp.json()}
+
+
+def _built_kinds(methods: dict[str, dict]) -> set[str]:
+    return {kind for m in methods.values() if m["available"] for kind in m["requires"]}
+
+
+def _as_text(value: object) -> str:
+    """How a control shows a JSON value (JavaScript's String())."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
+def _other_value(p: dict, built: set[str], declared: object) -> object:
+    """A valid value other than the default (the first other choice, or the default ± one step).
+
+    ``p["default"]`` is this collection's effective default; ``declared`` is the
+    registry's, which may stand for it (doc_stage ``auto`` resolves to the
+    stage the build allows), so neither counts as another choice.
+    """
+    if p["choices"]:
+        needs = p.get("choice_requires") or {}
+        return next(
+            c for c in p["choices"] if c not in (p["default"], declared) and set(needs.get(c, ())) <= built
+        )
+    if p["type"] == "bool":
+        return not p["default"]
+    if p["type"] in ("int", "float"):
+        step = 1 if p["type"] == "int" else 0.05
+        value = p["default"] + step
+        if p["max"] is not None and value > p["max"]:
+            value = p["default"] - step
+        assert p["min"] is None or value >= p["min"], p
+        return value if p["type"] == "int" else round(value, 10)
+    return p["default"]  # str/path: no other value is known to be valid; still checked as sent and effective
+
+
+def _set_control(page, p: dict, value: object) -> None:
+    sel = f"#method-params [data-param='{p['name']}']"
+    if p["choices"]:
+        page.select_option(sel, str(value))
+    elif p["type"] == "bool":
+        page.set_checked(sel, bool(value))
+    else:
+        page.fill(sel, _as_text(value))
+
+
+def _same(a: object, b: object, ptype: str) -> bool:
+    if ptype == "float":
+        return a is not None and b is not None and abs(float(a) - float(b)) < 1e-9
+    return a == b
+
+
+def test_every_method_param_reaches_the_server(browser, server_url: str) -> None:
+    """Walk :data:`hiera.spec.METHODS`: each parameter's control is sent under its name and takes effect."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from hiera.spec import METHODS
+
+    page, errors = _open(browser, server_url)
+    methods = _methods(page, server_url)
+    assert list(methods) == list(METHODS), "/methods lists the registry, in its order"
+    built = _built_kinds(methods)
+    assert {"bm25", "dense"} <= built, "the test collection builds both index kinds"
+    offered = page.eval_on_selector_all("#retriever option:not([disabled])", "os => os.map(o => o.value)")
+    served = [name for name in METHODS if methods[name]["available"]]
+    assert offered == served
+    page.fill("#q", "What do worker bees do in the hive?")
+    page.select_option("#k", "5")
+    checked = 0
+    for name, spec in METHODS.items():
+        if not methods[name]["available"]:
+            continue
+        declared = methods[name]["params"]
+        assert [p["name"] for p in declared] == [p.name for p in spec.params]
+        page.select_option("#retriever", name)
+        # one labelled control per parameter, prefilled with this collection's default, help as tooltip
+        controls = page.eval_on_selector_all(
+            "#method-params [data-param]",
+            "cs => cs.map(c => [c.dataset.param, c.type === 'checkbox' ? String(c.checked) : c.value, c.title,"
+            " c.closest('label') !== null])",
+        )
+        assert [c[0] for c in controls] == [p["name"] for p in declared], name
+        for (pname, shown, title, labelled), p in zip(controls, declared, strict=True):
+            assert shown == _as_text(p["default"]), (name, pname, shown, p["default"])
+            assert p["help"] in title and labelled, (name, pname)
+        disabled = page.eval_on_selector_all("#level option", "os => os.filter(o => o.disabled).map(o => o.value)")
+        assert sorted(disabled) == sorted({"passage", "doc"} - set(spec.levels)), name
+        assert page.input_value("#level") in spec.levels
+
+        # no parameters (bm25-doc): one search still carries none
+        todo = declared or [None]
+        for p in todo:
+            page.select_option("#retriever", name)  # fresh controls: every other parameter at its default
+            value = None if p is None else _other_value(p, built, spec.param(p["name"]).default)
+            if p is not None:
+                _set_control(page, p, value)
+            with page.expect_request(lambda r: "/search?" in r.url) as req_info:
+                page.click("#search-btn")
+            request = req_info.value
+            sent = parse_qs(urlsplit(request.url).query)
+            assert sent["retriever"] == [name]
+            method_keys = set(sent) - {"q", "k", "level", "retriever", "rerank"}
+            assert method_keys == {d["name"] for d in declared}, (name, sent)
+            response = request.response()
+            assert response is not None
+            body = response.json()
+            assert response.ok, (name, p and p["name"], body)
+            assert body["retriever"] == name and body["ignored"] == [], (name, body.get("ignored"))
+            if p is not None:
+                assert sent[p["name"]] == [_as_text(value)], (name, p["name"], sent)
+                assert _same(body["params"].get(p["name"]), value, p["type"]), (name, p["name"], body["params"])
+                checked += 1
+            page.wait_for_function(
+                "n => !document.querySelector('#search-btn').disabled"
+                " && document.querySelector('#timings .t-label')?.textContent.includes(' · ' + n + ' · ')",
+                arg=name,
+            )
+    assert checked == sum(len(s.params) for n, s in METHODS.items() if methods[n]["available"])
+
+    # a value out of bounds: the server's one-line message names the parameter
+    page.select_option("#retriever", "dhr")
+    lam = next(p for p in methods["dhr"]["params"] if p["name"] == "lam")
+    page.fill("#method-params [data-param='lam']", _as_text(lam["max"] + 1))
+    page.click("#search-btn")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "lam" in page.text_content("#error") and "422" in page.text_content("#error")
+    assert [e for e in errors if "status of 422" not in e] == [], errors
+    page.close()
+
+
+def test_link_restores_method_and_params(browser, server_url: str) -> None:
+    """A shared link sets the method, level and parameters (canonical names or aliases) and searches."""
+    from urllib.parse import parse_qs, urlsplit
+
+    url = server_url + "?q=volcano+lava&retriever=dhr&k=5&level=doc&lambda=2.5&top_docs=7&doc_stage=bm25"
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    with page.expect_request(lambda r: "/search?" in r.url) as req_info:
+        page.goto(url)
+    page.wait_for_selector(".doc-group")
+    assert page.input_value("#retriever") == "dhr" and page.input_value("#level") == "doc"
+    assert page.input_value("[data-param='lam']") == "2.5"
+    assert page.input_value("[data-param='top_docs']") == "7"
+    assert page.input_value("[data-param='doc_stage']") == "bm25"
+    sent = parse_qs(urlsplit(req_info.value.url).query)
+    assert sent["lam"] == ["2.5"] and "lambda" not in sent and sent["top_docs"] == ["7"]
+    body = req_info.value.response().json()
+    assert body["params"]["lam"] == 2.5 and body["params"]["top_docs"] == 7 and body["params"]["doc_stage"] == "bm25"
+    assert "lam=2.5" in page.url  # the page rewrites the link with canonical names
+
+    # a document-only method: the passage level is disabled and the level falls back
+    page.select_option("#retriever", "bm25-doc")
+    assert page.input_value("#level") == "doc"
+    assert page.eval_on_selector("#level option[value='passage']", "o => o.disabled")
+    assert page.locator("#method-params [data-param]").count() == 0
+    page.close()
+
+
+def test_controls_follow_methods_json(browser, server_url: str) -> None:
+    """Controls come from /methods alone: an unbuilt method is not offered, and every type has its control."""
+    import json
+
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    real = page.request.get(server_url + "methods").json()
+    fake = json.loads(json.dumps(real))
+    dhr_names = {p["name"] for m in real if m["name"] == "dhr" for p in m["params"]}
+    # a real parameter of another method, which the server ignores for dhr and reports back
+    foreign = next(p for m in real for p in m["params"] if p["name"] not in dhr_names)
+    for m in fake:
+        if m["name"] == "hybrid":
+            m["available"], m["missing"] = False, ["bm25"]
+        if m["name"] == "dhr":
+            m["params"] += [
+                foreign,
+                {"name": "x_flag", "type": "bool", "default": False, "help": "a <b>flag</b>", "min": None,
+                 "max": None, "choices": None, "aliases": [], "tunable": False},
+                {"name": "x_note", "type": "str", "default": "plain", "help": "free text", "min": None,
+                 "max": None, "choices": None, "aliases": [], "tunable": False},
+                {"name": "x_ratio", "type": "float", "default": 0.25, "help": "a ratio", "min": 0.0,
+                 "max": 1.0, "choices": None, "aliases": [], "tunable": True},
+            ]
+    page.route("**/methods", lambda route: route.fulfill(json=fake))
+    page.goto(server_url)
+    page.wait_for_selector("body[data-ready='1']")
+    hybrid = page.locator("#retriever option[value='hybrid']")
+    assert hybrid.is_disabled() and "bm25" in hybrid.text_content()
+    # a document stage that needs the missing index cannot be chosen
+    stages = page.eval_on_selector_all(
+        "[data-param='doc_stage'] option", "os => Object.fromEntries(os.map(o => [o.value, o.disabled]))"
+    )
+    assert stages["bm25"] and stages["hybrid-max"] and not stages["summary"] and not stages["auto"]
+    assert page.get_attribute("[data-param='x_flag']", "type") == "checkbox"
+    assert page.get_attribute("[data-param='x_note']", "type") == "text"
+    ratio = page.locator("[data-param='x_ratio']")
+    assert ratio.get_attribute("type") == "number" and ratio.get_attribute("min") == "0"
+    assert ratio.get_attribute("max") == "1" and ratio.get_attribute("step") in ("any", "0.05")
+    assert ratio.input_value() == "0.25"
+    assert page.get_attribute("[data-param='x_flag']", "title").startswith("a <b>flag</b>")  # text, not markup
+    assert page.locator("#method-params b").count() == 0
+    page.set_checked("[data-param='x_flag']", True)
+    page.fill("[data-param='x_note']", "hello")
+    page.fill("#q", "honey bees")
+    with page.expect_request(lambda r: "/search?" in r.url) as req_info:
+        page.click("#search-btn")
+    from urllib.parse import parse_qs, urlsplit
+
+    sent = parse_qs(urlsplit(req_info.value.url).query)
+    assert sent["x_flag"] == ["true"] and sent["x_note"] == ["hello"] and sent["x_ratio"] == ["0.25"]
+    page.wait_for_selector(".doc-group")
+    assert sent[foreign["name"]] == [_as_text(foreign["default"])]
+    body = req_info.value.response().json()
+    assert body["ignored"] == [foreign["name"]], body["ignored"]
+    note = page.locator("#timings .chip-note")
+    assert note.is_visible() and foreign["name"] in note.text_content()
+    page.close()

@@ -6,9 +6,14 @@ import pytest
 from fastapi.testclient import TestClient
 from helpers import tiny_questions
 
+from hiera.collection import Collection
+from hiera.rerank import Reranker, RerankRetriever
+from hiera.retrieve import get_retriever
 from hiera.serve.api import create_app
 from hiera.train.args import RerankerArgs
 from hiera.train.reranker import train_reranker
+
+QUERY = "Which piece moves in an L shape?"
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +28,26 @@ def test_rerank_through_the_api(shared_root, reranker_dir):
     with TestClient(create_app(shared_root, warmup=False, reranker=reranker_dir, rerank_depth=5)) as client:
         health = client.get("/health").json()
         assert health["reranker"]["name"] == "rr" and health["reranker"]["depth"] == 5
-        plain = client.get("/search", params={"q": "Which piece moves in an L shape?", "k": 3, "retriever": "bm25"}).json()
-        body = client.get("/search", params={"q": "Which piece moves in an L shape?", "k": 3, "retriever": "bm25",
-                                             "rerank": "true"}).json()
-        assert body["retriever"] == "bm25+rerank" and plain["retriever"] == "bm25"
-        assert body["trace"][-1]["name"] == "rerank"
-        assert all({"retrieve", "rerank"} <= set(h["stages"]) for h in body["hits"])
-        assert [h["rank"] for h in body["hits"]] == [1, 2, 3]
+        plain = client.get("/search", params={"q": QUERY, "k": 5, "retriever": "bm25"}).json()
+        body = client.get("/search", params={"q": QUERY, "k": 3, "retriever": "bm25", "rerank": "true"}).json()
+    assert body["retriever"] == "bm25+rerank" and plain["retriever"] == "bm25"
+    assert body["trace"][-1]["name"] == "rerank"
+    hits = body["hits"]
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+    # ordered by the cross-encoder, whose probability and rank are the hit's own
+    probs = [h["stages"]["rerank"]["score"] for h in hits]
+    assert probs == sorted(probs, reverse=True)
+    assert all(h["score"] == h["stages"]["rerank"]["score"] and h["stages"]["rerank"]["rank"] == h["rank"] for h in hits)
+    # the retrieve stage keeps each hit's score and rank in bm25's own top 5 (the rerank depth)
+    before = {h["passage_id"]: (h["score"], h["rank"]) for h in plain["hits"]}
+    for h in hits:
+        score, rank = before[h["passage_id"]]
+        assert h["stages"]["retrieve"]["rank"] == rank and h["stages"]["retrieve"]["score"] == pytest.approx(score)
+    # the same hits the Python pipeline returns
+    col = Collection(shared_root)
+    ours = RerankRetriever(get_retriever("bm25", col), Reranker(reranker_dir), depth=5).search(QUERY, k=3)
+    assert [h["passage_id"] for h in hits] == [h.passage_id for h in ours.hits]
+    assert probs == pytest.approx([h.score for h in ours.hits], abs=1e-6)
 
 
 def test_rerank_without_a_reranker_is_a_clear_400(shared_root):

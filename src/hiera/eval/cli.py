@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from hiera.cli import add_set_option
 from hiera.errors import BadInputError
+from hiera.io import write_json_atomic
 
 
-def _ks(text: str) -> list[int]:
+def _ints(text: str, flag: str) -> list[int]:
     try:
         ks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise BadInputError(f"--k must be a comma-separated list of integers, got {text!r}") from None
+        raise BadInputError(f"{flag} must be a comma-separated list of integers, got {text!r}") from None
     if not ks or ks[0] <= 0:
-        raise BadInputError("--k values must be positive")
+        raise BadInputError(f"{flag} values must be positive integers")
     return ks
 
 
@@ -28,39 +31,45 @@ def _log(msg: str) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.collection import Collection
     from hiera.eval.questions import load_questions
-    from hiera.eval.run import evaluate, markdown_table, plot_topk, write_trec
-    from hiera.retrieve import RETRIEVERS
+    from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
+    from hiera.retrieve import get_retriever
+    from hiera.spec import MAX_K, parse_assignments
 
-    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in RETRIEVERS]
-    if unknown or not names:
-        raise BadInputError(f"unknown retriever(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(RETRIEVERS)}")
-    ks = _ks(args.k)
-    questions = load_questions(args.questions, args.format, limit=args.limit)
+    names = list(dict.fromkeys(n.strip() for n in args.retrievers.split(",") if n.strip()))
+    if not names:
+        raise BadInputError("--retrievers names no retriever")
+    params = parse_assignments(args.set, names)  # unknown names and bad values fail before any work
+    ks = _ints(args.ks, "--ks")
+    if ks[-1] > MAX_K:
+        raise BadInputError(f"--ks {ks[-1]} is larger than the limit {MAX_K}")
     col = Collection(args.index, vectors=args.vectors)
+    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
     log = _log if not args.quiet else (lambda m: None)
+    reranker = None
     if args.rerank:
-        from hiera.eval.run import evaluate_retriever
         from hiera.rerank import Reranker, RerankRetriever
-        from hiera.retrieve import get_retriever
 
         reranker = Reranker(args.rerank)
-        runs = {}
-        for n in names:
-            r = RerankRetriever(get_retriever(n, col), reranker, depth=args.rerank_depth)
-            runs[r.name] = evaluate_retriever(col, r.name, questions, ks, retriever=r, progress=not args.quiet)
-            log(f"{r.name}: {len(questions)} questions")
-    else:
-        runs = evaluate(col, questions, names, ks, progress=not args.quiet, log=log)
+    runs = {}
+    for n in names:
+        t = time.perf_counter()
+        r = get_retriever(n, col, **params[n])
+        if reranker is not None:
+            r = RerankRetriever(r, reranker, depth=args.rerank_depth)
+        runs[r.name] = evaluate_retriever(
+            col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample
+        )
+        log(f"{r.name}: {len(questions)} questions in {time.perf_counter() - t:.1f}s")
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.md").write_text(markdown_table(runs) + "\n", encoding="utf-8")
-        (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        write_json_atomic(out / "results.json", result)
+        write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
         write_trec(runs, questions, out)
         plot_topk(runs, out, max(ks))
-        _log(f"wrote {out}/results.md, results.json, *.trec, topk.png")
+        _log(f"wrote {out}/results.md, results.json, params.json, *.trec, topk.png")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -68,28 +77,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in d.items()}
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from hiera.collection import Collection
     from hiera.eval.questions import load_questions
-    from hiera.eval.tune import save_defaults, tune_dhr, tune_doc_alpha
+    from hiera.eval.tune import save_tuned, tune_dhr, tune_doc_alpha
+    from hiera.spec import TOP_DOCS, parse_assignments
 
     if args.retriever != "dhr":
-        raise BadInputError("only the dhr retriever has λ and k1 to tune")
-    questions = load_questions(args.questions, args.format, limit=args.limit)
-    col = Collection(args.index)
-    stage = args.doc_stage or str(col.manifest.doc_stage.get("name", "summary"))
-    alpha = None
-    if stage == "hybrid-max" and any(q.gold_docs for q in questions):
-        alpha, _ = tune_doc_alpha(col, questions, progress=not args.quiet)
-        _log(f"hybrid-max document stage: α = {alpha}")
+        raise BadInputError("hiera tune fits dhr's parameters only (lam, top_docs, doc_alpha)")
+    fixed = parse_assignments(args.set, ["dhr"])["dhr"]
+    grid = parse_assignments([g.split(",")[0] for g in args.grid], ["dhr"])["dhr"] if args.grid else {}
+    unknown = sorted(set(grid) - {"top_docs"})
+    if unknown:
+        raise BadInputError(f"--grid takes top_docs=V1,V2,...; lam and doc_alpha use their built-in grids (got {unknown})")
+    top_docs = [TOP_DOCS.parse(v) for g in args.grid for v in g.split("=", 1)[1].split(",") if v.strip()] or TOP_DOCS.grid
     if args.target_k <= 0:
         raise BadInputError(f"--target-k must be a positive integer, got {args.target_k}")
-    res = tune_dhr(col, questions, _ks(args.k1), doc_stage=stage, target_k=args.target_k, progress=not args.quiet,
+    col = Collection(args.index)
+    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
+    from hiera.retrieve.dhr import DhrRetriever
+
+    stage = DhrRetriever(col, **fixed).defaults["doc_stage"]
+    alpha = fixed.get("doc_alpha")
+    if alpha is None and stage == "hybrid-max" and any(q.gold_docs for q in questions):
+        alpha, _ = tune_doc_alpha(col, questions, progress=not args.quiet)
+        _log(f"hybrid-max document stage: doc_alpha = {alpha}")
+    res = tune_dhr(col, questions, top_docs, doc_stage=stage, target_k=args.target_k, progress=not args.quiet,
                    log=_log, doc_alpha=alpha)
+    chosen = {**res.params, "doc_stage": stage, **({"doc_alpha": alpha} if alpha is not None else {})}
+    saved = None
     if not args.dry_run:
-        save_defaults(Path(args.index), res.lam, res.k1, doc_alpha=alpha)
-    print(json.dumps({"lambda": res.lam, "k1": res.k1, "doc_alpha": alpha, f"top{args.target_k}": res.target, "top1": res.top1,
-                      "saved": not args.dry_run}))
+        meta = {"questions": str(args.questions), "n": len(questions), "target_k": args.target_k,
+                f"top{args.target_k}": res.target, "top1": res.top1}
+        saved = str(save_tuned(Path(args.index), chosen, meta))
+    print(json.dumps({"retriever": "dhr", "params": chosen, f"top{args.target_k}": res.target, "top1": res.top1,
+                      "saved": saved}))
     return 0
 
 
@@ -101,22 +127,25 @@ def register(add: Any) -> None:
     sp.add_argument("index")
     sp.add_argument("--questions", required=True)
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
-    sp.add_argument("--retrievers", default="bm25,dense,dhr")
-    sp.add_argument("--k", default="1,5,20,100")
+    sp.add_argument("--retrievers", default="bm25,dense,dhr", help="comma-separated method names (`hiera methods`)")
+    sp.add_argument("--ks", default="1,5,20,100", help="cut-offs for top-k accuracy, recall, nDCG …")
+    add_set_option(sp, "a parameter for every listed retriever that has it")
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    sp.add_argument("--latency-sample", type=int, default=200, help="questions timed one by one (0: none)")
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--out", default=None, help="also write results.md, TREC runs and topk.png here")
+    sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, TREC runs and topk.png here")
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
 
-    sp = add("tune", cmd_tune, "grid-search dhr's λ and k1 for top-k accuracy and save them as defaults")
+    sp = add("tune", cmd_tune, "grid-search dhr's lam and top_docs (and doc_alpha) for top-k accuracy; saved beside the build")
     sp.add_argument("index")
     sp.add_argument("--questions", required=True)
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
     sp.add_argument("--retriever", default="dhr")
-    sp.add_argument("--k1", default="10,20,50,100", help="k1 values to try")
-    sp.add_argument("--doc-stage", default=None)
+    add_set_option(sp, "a dhr parameter held fixed while tuning (e.g. doc_stage=summary, doc_alpha=0.4)")
+    sp.add_argument("--grid", action="append", default=[], metavar="top_docs=V1,V2,...",
+                    help="values to try (default: the registry's grid 10,20,50,100)")
     sp.add_argument(
         "--target-k",
         type=int,

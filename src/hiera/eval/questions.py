@@ -8,6 +8,8 @@ so that evaluation can compare them with retrieved ids directly:
   on the very document :func:`hiera.corpus.readers.squad.article_document` makes,
   because paragraphs longer than ``max_words`` words are cut into several
   passages; ``answer_start`` is mapped to the passage(s) the answer touches.
+  The split must use the collection's own passage rules (``--max-words``),
+  so callers pass ``rules=CorpusStore(root).rules``.
 * ``hotpotqa``: a context's ``id`` is its position in the question ("0".."9"),
   not a corpus id. The paragraph pool (``paragraph_pool.500q.jsonl``) holds
   every distinct (title, paragraph) with ids ``hp0, hp1, …`` which the
@@ -42,7 +44,7 @@ from hiera.corpus.readers.base import check_file, utf8_lines
 from hiera.corpus.readers.squad import article_document, load_squad_articles
 from hiera.corpus.split import split_document, split_words
 from hiera.corpus.tree import Document, PassageRules
-from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
+from hiera.errors import BadInputError, BadRecordError, HieraError, UnknownFormatError
 
 AnswerMode = Literal["string", "regex"]
 
@@ -186,14 +188,14 @@ def squad_passage_spans(doc: Document, rules: PassageRules | None = None) -> lis
             for block in split_words(ctx, rules.max_words):
                 p = passages[cursor]
                 n_tok = len(block.split())
-                if p.text != block:  # the splitter and this walk must agree
-                    raise AssertionError(f"passage {p.id} does not match its paragraph text")
+                if p.text != block:  # the splitter and this walk must agree, or offsets would point elsewhere
+                    raise HieraError(f"{doc.id}: passage {p.id} does not match its paragraph text")
                 spans.append((offsets[t][0], offsets[t + n_tok - 1][1], p.id))
                 t += n_tok
                 cursor += 1
         out.append(spans)
     if cursor != len(passages):
-        raise AssertionError(f"{doc.id}: {len(passages)} passages but {cursor} mapped")
+        raise HieraError(f"{doc.id}: {len(passages)} passages but {cursor} mapped to paragraphs")
     return out
 
 
@@ -459,11 +461,21 @@ QUESTION_FORMATS: dict[str, Loader] = {
 }
 
 
-def load_questions(path: str | Path, fmt: str, limit: int | None = None, **options: Any) -> list[Question]:
+def load_questions(
+    path: str | Path,
+    fmt: str,
+    limit: int | None = None,
+    *,
+    rules: PassageRules | None = None,
+    **options: Any,
+) -> list[Question]:
     """Load the first ``limit`` questions of ``path`` in format ``fmt``.
 
-    ``options`` go to the loader: ``split`` (beir), ``pool`` (hotpotqa),
-    ``rules`` (squad).
+    ``rules`` are the passage rules of the collection the questions will be
+    run against (``CorpusStore(root).rules``; None means the defaults). They
+    belong to the collection, not the format, so every format takes them and
+    those whose gold ids are not passage ids ignore them. ``options`` go to
+    the loader: ``split`` (beir), ``pool`` (hotpotqa).
     """
     try:
         loader = QUESTION_FORMATS[fmt]
@@ -477,11 +489,14 @@ def load_questions(path: str | Path, fmt: str, limit: int | None = None, **optio
         check_file(path)
         if path.is_dir():
             raise BadInputError(f"{path}: is a folder; the {fmt} format reads one file")
-    accepted = set(inspect.signature(loader).parameters) - {"path", "limit"}
+    params = inspect.signature(loader).parameters
+    accepted = set(params) - {"path", "limit", "rules"}
     unknown = sorted(set(options) - accepted)
     if unknown:
         known = ", ".join(sorted(accepted)) or "none"
         raise BadInputError(f"format {fmt!r} does not take option(s) {', '.join(unknown)}; it takes: {known}")
+    if "rules" in params:
+        options["rules"] = rules
     return loader(path, limit=limit, **options)
 
 

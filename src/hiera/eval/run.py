@@ -28,6 +28,7 @@ class RetrieverRun:
     """Everything measured for one retriever: metrics, runs and first-hit ranks."""
 
     name: str
+    params: dict[str, Any] = field(default_factory=dict)  # the retriever's effective parameters
     metrics: dict[str, float] = field(default_factory=dict)
     passage_runs: list[Results] = field(default_factory=list)
     doc_runs: list[Results] = field(default_factory=list)
@@ -53,7 +54,7 @@ def evaluate_retriever(
     """Metrics of one retriever on ``questions`` (see module docstring)."""
     r = retriever or get_retriever(name, col, **(params or {}))
     kmax = max(ks)
-    run = RetrieverRun(name=name)
+    run = RetrieverRun(name=name, params=dict(getattr(r, "defaults", {})))
     texts = [q.text for q in questions]
     has_answers = any(q.answers for q in questions)
     has_docs = any(q.gold_docs for q in questions)

@@ -28,41 +28,22 @@ from hiera.encode import DEFAULT_MODEL, Encoder
 from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
-from hiera.index.manifest import Manifest
+from hiera.index.manifest import Manifest, read_tuned, tuned_path
+from hiera.spec import METHODS, method, resolve_doc_stage
 
 INDEX_LINK = "index"
 BUILDS = "builds"
 DOC_TEXTS = ("summary", "fulltext")
 
-# Which indexes each DHR document stage reads (the stages themselves live in
-# hiera.retrieve.docstage). A build refuses a stage its indexes cannot serve.
-DOC_STAGE_NEEDS: dict[str, frozenset[str]] = {
-    "summary": frozenset({"dense"}),
-    "mean": frozenset({"dense"}),
-    "bm25": frozenset({"bm25"}),
-    "passage-max": frozenset({"dense"}),
-    "bm25-passage-max": frozenset({"bm25"}),
-    "hybrid-max": frozenset({"bm25", "dense"}),
-    "fused": frozenset({"bm25", "dense"}),
-}
-
-
-def default_doc_stage(bm25: bool, dense: bool) -> str:
-    """``hybrid-max`` (best measured, zero-shot) when both index kinds exist, else the best one can serve."""
-    if bm25 and dense:
-        return "hybrid-max"
-    return "bm25-passage-max" if bm25 else "passage-max"
-
-
-def check_doc_stage_for(name: str, bm25: bool, dense: bool) -> str:
-    """A clear error for an unknown stage or one whose indexes are not (to be) built."""
-    if name not in DOC_STAGE_NEEDS:
-        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_NEEDS)}")
-    have = {k for k, v in (("bm25", bm25), ("dense", dense)) if v}
-    missing = DOC_STAGE_NEEDS[name] - have
-    if missing:
-        raise BadInputError(f"document stage {name!r} needs the {' and '.join(sorted(missing))} index(es), which this build lacks")
-    return name
+def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) -> dict[str, dict]:
+    """Per-method defaults checked by the registry; a document stage this build cannot serve is refused."""
+    out: dict[str, dict] = {}
+    for name, params in (defaults or {}).items():
+        checked = method(name).check(params)
+        if "doc_stage" in checked:
+            resolve_doc_stage(checked["doc_stage"], bm25, dense)
+        out[name] = checked
+    return out
 
 
 @dataclass
@@ -79,8 +60,7 @@ class BuildOptions:
     bm25_doc_text: str = "fulltext"
     batch_size: int = 32
     cache_dir: Path | None = None
-    doc_stage: str | None = None  # None: the best stage the built indexes allow (see default_doc_stage)
-    defaults: dict | None = None
+    defaults: dict[str, dict] | None = None  # method → parameter → value (``hiera build --set``)
     progress: bool = True
 
     @classmethod
@@ -95,8 +75,7 @@ class BuildOptions:
             opts.passage_encoder = m.models["passage"]["path"]
             opts.passage_factory = m.faiss.get("passage", "Flat")
             opts.doc_factory = m.faiss.get("doc", "Flat")
-        if m.doc_stage:
-            opts.doc_stage = m.doc_stage.get("name")
+        opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
         return opts
 
 
@@ -116,8 +95,7 @@ def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[
         raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
     if not (opts.bm25 or opts.dense):
         raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
-    stage = opts.doc_stage or default_doc_stage(opts.bm25, opts.dense)
-    opts = replace(opts, doc_stage=check_doc_stage_for(stage, opts.bm25, opts.dense))
+    opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
     stats = store.stats()
     if stats["passages"] == 0:
         raise BadInputError(f"{root} has no passages to index; ingest documents first")
@@ -145,6 +123,7 @@ def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[
         raise
     if previous_dir is not None and previous_dir != final and previous_dir.parent == builds:
         shutil.rmtree(previous_dir, ignore_errors=True)
+        tuned_path(previous_dir).unlink(missing_ok=True)
     for stale in builds.glob("*.partial"):  # leftovers of killed builds
         shutil.rmtree(stale, ignore_errors=True)
     return manifest
@@ -205,11 +184,14 @@ def _build_into(
         documents=len(docs),
         passages=len(prow),
         passage_rules=(rules.to_dict() if rules else {}),
-        defaults=dict((previous.defaults if previous else None) or {"lambda": 1.0, "k1": 100}),
     )
-    if opts.defaults:
-        manifest.defaults.update(opts.defaults)
-    manifest.doc_stage = {"name": opts.doc_stage}
+    # The previous build's defaults and tuned values carry over; this build's --set wins.
+    carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
+    for table in (*carried, opts.defaults or {}):
+        for name, params in table.items():
+            if name in METHODS:  # a method this hiera no longer has is dropped, not carried
+                manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
+    check_defaults(manifest.defaults, opts.bm25, opts.dense)
 
     if opts.bm25:
         t = time.perf_counter()

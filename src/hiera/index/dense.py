@@ -12,6 +12,7 @@ with one matrix product.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -21,8 +22,13 @@ import numpy as np
 from hiera.errors import BadInputError
 
 
+@functools.cache
 def faiss_module():
-    """Import FAISS with the settings measured to be right on small CPUs."""
+    """Import FAISS with the settings measured to be right on small CPUs.
+
+    The settings are process-wide, so they are applied once, on first use;
+    FAISS's thread count is left to ``OMP_NUM_THREADS`` (all cores when unset).
+    """
     import faiss
 
     # Batched searches skip BLAS below this many (query × vector) products:
@@ -32,6 +38,7 @@ def faiss_module():
 
 
 def set_threads(n: int | None) -> None:
+    """Override ``OMP_NUM_THREADS`` for FAISS, process-wide (benchmarks pin it); None or 0 leaves it."""
     if n:
         faiss_module().omp_set_num_threads(n)
 

@@ -9,12 +9,15 @@ A collection directory looks like::
 A build is written into a fresh ``builds/<id>`` directory, its manifest last;
 only then is the ``index`` symlink replaced (``os.replace`` is atomic), so an
 interrupted build never leaves a half-written index in place of a good one.
+
+Builds are immutable: ``hiera tune`` never rewrites a manifest. It writes its
+chosen parameters to ``builds/<id>.tuned.json`` beside the build (atomically),
+and the next build of the collection starts from them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -24,9 +27,11 @@ from typing import Any
 
 from hiera import __version__
 from hiera.errors import IndexMissingError, ManifestMismatchError
+from hiera.io import write_json_atomic
 
 MANIFEST = "manifest.json"
-FORMAT = "hiera-index/1"
+FORMAT = "hiera-index/2"  # 2: per-method defaults, tuned values beside the build
+TUNED_SUFFIX = ".tuned.json"
 
 
 def library_versions() -> dict[str, str]:
@@ -50,8 +55,7 @@ class Manifest:
     bm25: dict[str, Any] | None = None
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     faiss: dict[str, str] = field(default_factory=dict)
-    doc_stage: dict[str, Any] = field(default_factory=dict)
-    defaults: dict[str, Any] = field(default_factory=lambda: {"lambda": 1.0, "k1": 100})
+    defaults: dict[str, dict[str, Any]] = field(default_factory=dict)  # method → parameter → value (hiera build --set)
     files: dict[str, int] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=library_versions)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -84,7 +88,10 @@ class Manifest:
         except (OSError, ValueError) as e:
             raise IndexMissingError(f"{path} is unreadable ({e}); rebuild with `hiera build`") from None
         if data.get("format") != FORMAT:
-            raise ManifestMismatchError(f"{path}: index format {data.get('format')!r}, this hiera reads {FORMAT!r}")
+            raise ManifestMismatchError(
+                f"{path}: index format {data.get('format')!r}, this hiera reads {FORMAT!r}; rebuild with `hiera build` "
+                "(cached embeddings make it quick)"
+            )
         return cls.from_dict(data)
 
     def check_files(self, build_dir: Path) -> None:
@@ -111,10 +118,30 @@ class Manifest:
             )
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def tuned_path(build_dir: Path) -> Path:
+    return build_dir.with_name(build_dir.name + TUNED_SUFFIX)
+
+
+def read_tuned(build_dir: Path) -> dict[str, dict[str, Any]]:
+    """``hiera tune``'s parameters for this build (method → parameter → value), or nothing."""
+    path = tuned_path(build_dir)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ManifestMismatchError(f"{path} is unreadable ({e}); delete it or rerun `hiera tune`") from None
+    params = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ManifestMismatchError(f"{path} is not a tuning file (no params per method); delete it or rerun `hiera tune`")
+    return params
+
+
+def write_tuned(build_dir: Path, method: str, params: dict[str, Any], meta: dict[str, Any]) -> Path:
+    """Merge ``params`` for ``method`` into the build's tuning file, atomically; the manifest is untouched."""
+    path = tuned_path(build_dir)
+    current = read_tuned(build_dir)
+    current[method] = {**current.get(method, {}), **params}
+    old_meta = json.loads(path.read_text(encoding="utf-8")).get("meta", {}) if path.exists() else {}
+    write_json_atomic(path, {"build": build_dir.name, "params": current, "meta": {**old_meta, method: meta}})
+    return path

@@ -7,9 +7,8 @@ batch (query vectors), which is how ``batch_search`` saves encoder calls.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,49 +16,30 @@ import numpy as np
 from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k, check_query
-
-# name -> (type, validator message or None)
-ParamSpec = dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool], str]]
-
-
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and v > 0
-
-
-def _non_negative(v: Any) -> bool:
-    return math.isfinite(v) and v >= 0
+from hiera.spec import MethodSpec, method
 
 
 class BaseRetriever:
-    """Validation and result assembly common to every method."""
+    """Validation and result assembly common to every method.
+
+    A subclass sets ``name`` to its registry entry in :mod:`hiera.spec`; its
+    levels, parameters and their bounds come from there, never from the class.
+    Defaults are layered: the declaration's, then the build's (``hiera build
+    --set``), then ``hiera tune``'s, then the constructor's keyword arguments.
+    """
 
     name = "base"
-    levels: tuple[Level, ...] = ("passage", "doc")
-    default_level: Level = "passage"
-    param_spec: ParamSpec = {}
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         self.col = collection
-        self.defaults = self._check_params(self.base_defaults() | defaults)
-
-    def base_defaults(self) -> dict[str, Any]:
-        return {}
+        self.spec: MethodSpec = method(self.name)
+        self.levels: tuple[Level, ...] = self.spec.levels
+        self.default_level: Level = self.spec.default_level
+        built = collection.method_defaults(self.name)
+        self.defaults = self._check_params({**self.spec.defaults(), **built, **defaults})
 
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in params.items():
-            if key not in self.param_spec:
-                known = ", ".join(sorted(self.param_spec)) or "none"
-                raise BadInputError(f"retriever {self.name!r} has no parameter {key!r} (known: {known})")
-            conv, ok, msg = self.param_spec[key]
-            try:
-                value = conv(value)
-            except (TypeError, ValueError):
-                raise BadInputError(f"{self.name}: parameter {key}={value!r} {msg}") from None
-            if not ok(value):
-                raise BadInputError(f"{self.name}: parameter {key}={value!r} {msg}")
-            out[key] = value
-        return out
+        return self.spec.check(params)
 
     def _level(self, level: Level | None) -> Level:
         level = level or self.default_level

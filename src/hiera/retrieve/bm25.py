@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiera.retrieve.base import BaseRetriever, _positive_int, docs_from_passages, ranks_of
+from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
 
 
@@ -12,13 +12,9 @@ class Bm25Retriever(BaseRetriever):
     """Flat BM25 over passages (passage title included); doc level = best passage."""
 
     name = "bm25"
-    param_spec = {"depth": (int, _positive_int, "must be a positive integer")}
-
-    def base_defaults(self) -> dict[str, Any]:
-        return {"depth": 1000}
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        depth = k if level == "passage" else max(k, params["depth"])
+        depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "bm25-passages", depth=depth) as step:
             pos, sc = self.col.bm25_passages.search(query, depth)
             step.detail["found"] = len(pos)
@@ -32,8 +28,6 @@ class Bm25DocRetriever(BaseRetriever):
     """BM25 over whole documents (full text or summary, as built): document level only."""
 
     name = "bm25-doc"
-    levels = ("doc",)
-    default_level = "doc"
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         with timed(trace, "bm25-docs", k=k) as step:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hiera.index.dense import faiss_search
-from hiera.retrieve.base import BaseRetriever, _positive_int, docs_from_passages, ranks_of
+from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
 
 
@@ -13,16 +13,12 @@ class DenseRetriever(BaseRetriever):
     """FAISS search of the passage index; doc level = best passage per document."""
 
     name = "dense"
-    param_spec = {"depth": (int, _positive_int, "must be a positive integer")}
-
-    def base_defaults(self) -> dict[str, Any]:
-        return {"depth": 1000}
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         return self._passage_query_vectors(queries)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        depth = k if level == "passage" else max(k, params["depth"])
+        depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "dense-passages", depth=depth, index=self.col.manifest.faiss.get("passage")):
             ids, sc = faiss_search(self.col.passage_faiss, ctx["qp"], depth)
             keep = ids[0] >= 0

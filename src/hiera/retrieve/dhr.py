@@ -1,6 +1,6 @@
 """Dense hierarchical retrieval (DHR) and its BM25 twin.
 
-``dhr`` (serial): the document stage picks the top-k1 documents; the passage
+``dhr`` (serial): the document stage picks the top ``top_docs`` documents; the passage
 encoder scores *all* their passages, gathered from the float16 matrix through
 the offset table and scored with one matrix product; final score = passage
 score + λ · document score.
@@ -10,6 +10,9 @@ index are scored independently and fused with the same formula.
 
 ``bm25-dhr``: the serial scheme with BM25 at both levels, each divided by the
 query's best score so λ weighs comparable numbers.
+
+Parameters (``lam``, ``top_docs``, ``doc_stage``, ``doc_alpha``, ``depth``) are
+declared in :mod:`hiera.spec`; the fused score is :func:`hiera.retrieve.fusion.dhr_score`.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import numpy as np
 
 from hiera.index.dense import faiss_search
 from hiera.index.select import concat_ranges, topk
-from hiera.retrieve.base import BaseRetriever, _non_negative, _positive_int, ranks_of
-from hiera.retrieve.docstage import HYBRID_ALPHA, check_doc_stage, needs_vectors, score_all_docs, score_docs
+from hiera.retrieve.base import BaseRetriever, ranks_of
+from hiera.retrieve.docstage import STAGES, stage
+from hiera.retrieve.fusion import by_max, dhr_score
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+from hiera.spec import resolve_doc_stage
 
 
 class Candidates(NamedTuple):
@@ -35,32 +40,21 @@ class Candidates(NamedTuple):
     passage_scores: np.ndarray  # passage-encoder cosine of each candidate
     per_doc: np.ndarray  # index into ``docs`` of each candidate passage
 
+    def fused(self, lam: float, top_docs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(candidate indices, DHR scores) of the passages of the first ``top_docs`` documents."""
+        keep = np.arange(len(self.passages)) if top_docs is None else np.flatnonzero(self.per_doc < top_docs)
+        return keep, dhr_score(self.passage_scores[keep], self.doc_scores[self.per_doc[keep]], lam)
+
 
 class _Hierarchical(BaseRetriever):
-    param_spec = {
-        "lam": (float, _non_negative, "must be a finite number >= 0"),
-        "k1": (int, _positive_int, "must be a positive integer"),
-        "doc_stage": (str, lambda v: True, "must be a document stage name"),
-        "doc_alpha": (float, lambda v: 0.0 <= v <= 1.0, "must be a number in [0, 1]"),
-    }
-
-    def base_defaults(self) -> dict[str, Any]:
-        d = self.col.manifest.defaults
-        return {
-            "lam": float(d.get("lambda", 1.0)),
-            "k1": int(d.get("k1", 100)),
-            "doc_stage": str(self.col.manifest.doc_stage.get("name", "summary")),
-            "doc_alpha": float(self.col.manifest.doc_stage.get("alpha", HYBRID_ALPHA)),
-        }
-
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         out = super()._check_params(params)
-        if "doc_stage" in out:
-            check_doc_stage(out["doc_stage"])
+        if "doc_stage" in out:  # "auto" → the best stage this build serves; a stage it cannot serve is refused
+            out["doc_stage"] = resolve_doc_stage(out["doc_stage"], self.col.manifest.bm25 is not None, self.col.has_dense)
         return out
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        need = needs_vectors(params["doc_stage"]) | {"qp"}
+        need = stage(params["doc_stage"]).vectors | {"qp"}
         _ = (self.col.passage_encoder, self.col.doc_encoder)  # loaded before the clock starts
         t = time.perf_counter()
         vecs: dict[str, np.ndarray] = {}
@@ -79,12 +73,12 @@ class DhrRetriever(_Hierarchical):
 
     name = "dhr"
 
-    def candidates(self, query: str, ctx: dict[str, Any], k1: int, doc_stage: str) -> Candidates:
+    def candidates(self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str) -> Candidates:
         """Document stage, then the passage encoder's score of every passage of those documents.
 
-        Exposed so that tuning can re-rank the same candidates for many (λ, k1).
+        Exposed so that tuning can re-rank the same candidates for many (λ, top_docs).
         """
-        dpos, dsc = score_docs(self.col, doc_stage, query, ctx, k1)
+        dpos, dsc = stage(doc_stage).top(self.col, query, ctx, min(top_docs, self.col.n_docs))
         starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
         cand = concat_ranges(starts, ends)
         pscore = self.col.passage_vectors[cand].astype(np.float32, copy=False) @ ctx["qp"]
@@ -92,17 +86,17 @@ class DhrRetriever(_Hierarchical):
         return Candidates(dpos, dsc, cand, pscore, per_doc)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        lam, k1 = params["lam"], params["k1"]
+        lam, top_docs = params["lam"], params["top_docs"]
         if level == "doc":
-            # The document ranking is the document stage's; k1 only bounds the passage stage.
+            # The document ranking is the document stage's; top_docs only bounds the passage stage.
             with timed(trace, "doc-stage", stage=params["doc_stage"]):
-                dpos, dsc = score_docs(self.col, params["doc_stage"], query, ctx, k)
+                dpos, dsc = stage(params["doc_stage"]).top(self.col, query, ctx, min(k, self.col.n_docs))
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
-        with timed(trace, "doc-stage+gather", stage=params["doc_stage"], k1=k1) as step:
-            c = self.candidates(query, ctx, k1, params["doc_stage"])
+        with timed(trace, "doc-stage+gather", stage=params["doc_stage"], top_docs=top_docs) as step:
+            c = self.candidates(query, ctx, top_docs, params["doc_stage"])
             step.detail.update(documents=len(c.docs), candidates=len(c.passages))
         with timed(trace, "passage-stage", lam=lam):
-            final = c.passage_scores + lam * c.doc_scores[c.per_doc]
+            _, final = c.fused(lam)
             sel, fsc = topk(final, k)
         drank = np.arange(1, len(c.docs) + 1)
         stages = {
@@ -116,15 +110,11 @@ class DhrParallelRetriever(_Hierarchical):
     """Parallel DHR: all documents and the flat passage top list, fused."""
 
     name = "dhr-parallel"
-    param_spec = {**_Hierarchical.param_spec, "depth": (int, _positive_int, "must be a positive integer")}
-
-    def base_defaults(self) -> dict[str, Any]:
-        return {**super().base_defaults(), "depth": 1000}
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         col, lam = self.col, params["lam"]
         with timed(trace, "doc-stage", stage=params["doc_stage"], scope="all documents"):
-            dall = score_all_docs(col, params["doc_stage"], query, ctx)
+            dall = stage(params["doc_stage"]).all(col, query, ctx)
         if level == "doc":
             dpos, dsc = topk(dall, k)
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
@@ -133,7 +123,7 @@ class DhrParallelRetriever(_Hierarchical):
             keep = ids[0] >= 0
             pos, psc = ids[0][keep], psc[0][keep]
             docs = col.passage_doc[pos]
-            final = psc + lam * dall[docs]
+            final = dhr_score(psc, dall[docs], lam)
             sel, fsc = topk(final, k)
         # the document's rank among all documents: the same for each of its passages,
         # and the rank the doc level reports (ranking dall[docs] ranked passages, not documents)
@@ -143,34 +133,25 @@ class DhrParallelRetriever(_Hierarchical):
 
 
 class Bm25DhrRetriever(BaseRetriever):
-    """Hierarchical BM25: top-k1 documents by BM25, then BM25 over their passages."""
+    """Hierarchical BM25: top documents by BM25, then BM25 over their passages."""
 
     name = "bm25-dhr"
-    param_spec = {
-        "lam": (float, _non_negative, "must be a finite number >= 0"),
-        "k1": (int, _positive_int, "must be a positive integer"),
-    }
-
-    def base_defaults(self) -> dict[str, Any]:
-        d = self.col.manifest.defaults
-        return {"lam": float(d.get("bm25_lambda", 1.0)), "k1": int(d.get("k1", 100))}
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        col, lam = self.col, params["lam"]
-        with timed(trace, "doc-stage", stage="bm25", k1=params["k1"]):
-            dpos, dsc = score_docs(col, "bm25", query, ctx, params["k1"])
+        col, lam, top_docs = self.col, params["lam"], params["top_docs"]
+        with timed(trace, "doc-stage", stage="bm25", top_docs=top_docs):
+            dpos, dsc = STAGES["bm25"].top(col, query, ctx, min(top_docs, col.n_docs))
         drank = np.arange(1, len(dpos) + 1)
         if level == "doc":
             return self.doc_hits(dpos[:k], dsc[:k], {"doc": (dsc[:k], drank[:k])})
         with timed(trace, "passage-stage", lam=lam) as step:
             starts, ends = col.doc_offsets[dpos], col.doc_offsets[dpos + 1]
             cand = concat_ranges(starts, ends)
-            pscore = col.bm25_passages.scores(query)[cand]
-            top = float(pscore.max()) if len(pscore) else 0.0
-            pnorm = pscore / top if top > 0 else pscore
+            pnorm = by_max(col.bm25_passages.scores(query)[cand])
             per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-            final = pnorm + lam * dsc[per_doc]
+            final = dhr_score(pnorm, dsc[per_doc], lam)
             sel, fsc = topk(final, k)
             step.detail["candidates"] = len(cand)
         stages = {"doc": (dsc[per_doc[sel]], drank[per_doc[sel]]), "passage": (pnorm[sel], ranks_of(pnorm)[sel])}
         return self.passage_hits(cand[sel], fsc, stages)
+

@@ -22,13 +22,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from hiera.errors import BadInputError
-
-Level = Literal["passage", "doc"]
-MAX_K = 10_000
-MAX_QUERY_CHARS = 2_000
+from hiera.spec import MAX_K, MAX_QUERY_CHARS, Level
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,7 @@ class Retriever(Protocol):
     """``search(query, k)`` and ``batch_search(queries, k)``, Pyserini-style.
 
     ``levels`` lists what the method can return; ``params`` are per-query
-    overrides (``lam``, ``k1`` for DHR, ``fusion`` for hybrid …).
+    overrides of the method's parameters as declared in :mod:`hiera.spec`.
     """
 
     name: str

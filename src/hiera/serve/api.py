@@ -16,12 +16,16 @@ Design choices:
   never a stack trace or a pydantic error list.
 * Request parameters are never turned into file paths: a document id is only
   a SQL parameter, and the only files served are the packaged web assets.
+* Method parameters are not written here: ``/search``'s query parameters, their
+  OpenAPI schema and bounds, and ``/methods`` are generated from the registry in
+  :mod:`hiera.spec`, so a new method appears on the API (and on the page, which
+  builds its controls from ``/methods``) without touching this file.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -38,31 +42,16 @@ from hiera import __version__
 from hiera.collection import Collection
 from hiera.corpus.tree import Document, Passage, Section
 from hiera.errors import HieraError
-from hiera.retrieve import RETRIEVERS, get_retriever
-from hiera.retrieve.docstage import DOC_STAGES
-from hiera.retrieve.hybrid import FUSIONS
-from hiera.retrieve.protocol import MAX_QUERY_CHARS, Retriever
+from hiera.retrieve import get_retriever
+from hiera.retrieve.protocol import Retriever
+from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, Param, all_params
 
 log = logging.getLogger("hiera.serve")
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
-MAX_K = 1000  # stricter than the library's limit: one request must stay cheap
 MAX_LINKS = 200
 MAX_DOC_ID_CHARS = 1000
 PROCESS_TIME_HEADER = "X-Process-Time-Ms"
-
-# What each retriever needs built; a collection built with --no-dense (or
-# --no-bm25) still serves the others.
-_NEEDS: dict[str, tuple[str, ...]] = {
-    "bm25": ("bm25",),
-    "bm25-doc": ("bm25",),
-    "bm25-dhr": ("bm25",),
-    "dense": ("dense",),
-    "dhr": ("dense",),
-    "dhr-parallel": ("dense",),
-    "hybrid": ("bm25", "dense"),
-}
-
 
 class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
@@ -80,13 +69,9 @@ class Service:
             if not 1 <= rerank_depth <= MAX_DEPTH:
                 raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
             self.reranker = Reranker(reranker)
-        built = set()
-        if self.col.manifest.bm25 is not None:
-            built.add("bm25")
-        if self.col.has_dense:
-            built.add("dense")
-        self.available = [n for n in RETRIEVERS if set(_NEEDS.get(n, ())) <= built]
-        self.missing = {n: [x for x in _NEEDS.get(n, ()) if x not in built] for n in RETRIEVERS if n not in self.available}
+        built = self.col.built
+        self.missing = {n: sorted(set(s.requires) - built) for n, s in METHODS.items()}
+        self.available = [n for n in METHODS if not self.missing[n]]
         self.retrievers: dict[str, Retriever] = {n: get_retriever(n, self.col) for n in self.available}
         self.warm = False
 
@@ -131,15 +116,22 @@ class Service:
                        for level, info in m.models.items()},
             "retrievers": list(self.available),
             "defaults": dict(m.defaults),
-            "retriever_params": {n: _jsonable(getattr(r, "defaults", {})) for n, r in self.retrievers.items()},
-            "retriever_levels": {n: list(getattr(r, "levels", ("passage",))) for n, r in self.retrievers.items()},
-            "doc_stages": list(DOC_STAGES),
+            "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},
+            "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},
             "reranker": None
             if self.reranker is None
             else {"name": self.reranker.name, "threshold": self.reranker.threshold, "depth": self.rerank_depth},
-            "fusions": list(FUSIONS),
             "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS},
         }
+
+    def methods(self) -> list[dict[str, Any]]:
+        """The registry with this collection's effective defaults and what each method lacks here."""
+        out = []
+        for name, spec in METHODS.items():
+            r = self.retrievers.get(name)
+            defaults = r.defaults if r is not None else {**spec.defaults(), **self.col.method_defaults(name)}
+            out.append({**spec.to_json(_jsonable(defaults)), "available": r is not None, "missing": self.missing[name]})
+        return out
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -217,10 +209,33 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def _finite(name: str, value: float | None) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise _unprocessable(f"{name} must be a finite number, got {value!r}")
-    return value
+_PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str, "path": str}
+
+
+def _query_parameter(p: Param, pyname: str, alias: str | None = None) -> inspect.Parameter:
+    """One ``/search`` query parameter for a registry parameter (bounds and choices in the schema)."""
+    users = [n for n, s in METHODS.items() if any(x.name == p.name for x in s.params)]
+    ann: Any = Literal[p.choices] if p.choices else _PY_TYPES[p.type]  # type: ignore[valid-type]
+    q = Query(
+        None,
+        alias=alias or p.name,
+        description=f"{p.help} ({', '.join(users)})" + ("" if alias is None else f"; alias of {p.name}"),
+        ge=p.min,
+        le=p.max,
+        include_in_schema=alias is None,
+    )
+    return inspect.Parameter(pyname, inspect.Parameter.KEYWORD_ONLY, default=q, annotation=ann | None)
+
+
+def _method_parameters() -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """Query parameters for every registry parameter and alias; maps each Python name to the canonical one."""
+    params, canonical = [], {}
+    for p in all_params().values():
+        for i, name in enumerate((p.name, *p.aliases)):
+            pyname = f"p_{name}"
+            params.append(_query_parameter(p, pyname, None if i == 0 else name))
+            canonical[pyname] = p.name
+    return params, canonical
 
 
 def create_app(
@@ -276,18 +291,10 @@ def create_app(
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": _validation_message(exc)})
 
-    @app.get("/search", summary="Search the collection")
+    method_params, canonical = _method_parameters()
+
     def search(
-        q: str = Query(..., description=f"the question, 1 to {MAX_QUERY_CHARS} characters"),
-        k: int = Query(10, description=f"number of hits, 1 to {MAX_K}"),
-        retriever: str = Query("dhr", description="retrieval method; /health lists the valid ones"),
-        lam: float | None = Query(None, alias="lambda", description="DHR: weight of the document score"),
-        k1: int | None = Query(None, description="DHR: documents kept by the document stage"),
-        level: Literal["passage", "doc"] | None = Query(None, description="rank passages or documents"),
-        doc_stage: str | None = Query(None, description="DHR: document-stage scorer"),
-        fusion: str | None = Query(None, description="hybrid: rrf or interp"),
-        alpha: float | None = Query(None, description="hybrid interp: weight of the dense score"),
-        rerank: bool = Query(False, description="rescore the top hits with the server's cross-encoder"),
+        q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool, **given: Any
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
 
@@ -299,19 +306,14 @@ def create_app(
             raise _unprocessable("the query is empty: type a question")
         if len(q) > MAX_QUERY_CHARS:
             raise _unprocessable(f"the query is {len(q)} characters long; the limit is {MAX_QUERY_CHARS}")
-        if not 1 <= k <= MAX_K:
-            raise _unprocessable(f"k must be between 1 and {MAX_K}, got {k}")
         r = service.retriever(retriever, rerank=rerank)
-        given = {
-            "lam": _finite("lambda", lam),
-            "k1": k1,
-            "doc_stage": doc_stage or None,
-            "fusion": fusion or None,
-            "alpha": _finite("alpha", alpha),
-        }
-        spec = getattr(r, "param_spec", {})
-        params = {n: v for n, v in given.items() if v is not None and n in spec}
-        ignored = sorted("lambda" if n == "lam" else n for n, v in given.items() if v is not None and n not in spec)
+        values = {canonical[n]: v for n, v in given.items() if v is not None and v != ""}
+        params = {n: v for n, v in values.items() if r.spec.param(n) is not None}
+        try:
+            params = r.spec.check(params)
+        except HieraError as e:
+            raise _unprocessable(str(e)) from None
+        ignored = sorted(set(values) - set(params))
         t0 = time.perf_counter()
         res = r.search(q, k=k, level=level, **params)
         took = (time.perf_counter() - t0) * 1000.0
@@ -319,6 +321,27 @@ def create_app(
         body["took_ms"] = round(took, 3)
         body["ignored"] = ignored
         return JSONResponse(body)
+
+    search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("q", inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                              default=Query(..., description=f"the question, 1 to {MAX_QUERY_CHARS} characters")),
+            inspect.Parameter("k", inspect.Parameter.KEYWORD_ONLY, annotation=int,
+                              default=Query(10, ge=1, le=MAX_K, description=f"number of hits, 1 to {MAX_K}")),
+            inspect.Parameter("retriever", inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                              default=Query("dhr", description="retrieval method; /methods lists them with their parameters")),
+            inspect.Parameter("level", inspect.Parameter.KEYWORD_ONLY, annotation=Literal["passage", "doc"] | None,
+                              default=Query(None, description="rank passages or documents (default: the method's first level)")),
+            inspect.Parameter("rerank", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                              default=Query(False, description="rescore the top hits with the server's cross-encoder")),
+            *method_params,
+        ]
+    )
+    app.get("/search", summary="Search the collection")(search)
+
+    @app.get("/methods", summary="Every retrieval method with its parameters, defaults and requirements")
+    def methods() -> JSONResponse:
+        return JSONResponse(service.methods())
 
     @app.get("/documents/{doc_id:path}", summary="One document's title tree")
     def document(doc_id: str) -> JSONResponse:

@@ -9,6 +9,12 @@ from hiera.encode import DEFAULT_MODEL
 from hiera.errors import BadInputError
 
 
+def _check_warmup(ratio: float) -> None:
+    # the trainers pass it as transformers' warmup_steps, which counts steps from 1 up
+    if not 0.0 <= ratio < 1.0:
+        raise BadInputError(f"warmup_ratio must be in [0, 1), got {ratio}")
+
+
 @dataclass
 class TrainArgs:
     """How ``hiera train`` trains a dual encoder for one level.
@@ -59,6 +65,7 @@ class TrainArgs:
             raise BadInputError("--batch-size must be at least 2 (in-batch negatives need company)")
         if self.max_examples is not None and self.max_examples <= 0:
             raise BadInputError("--max-examples must be positive")
+        _check_warmup(self.warmup_ratio)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +101,7 @@ class RerankerArgs:
             raise BadInputError("--dev-fraction must be in [0, 1)")
         if self.batch_size <= 0 or self.max_length <= 0:
             raise BadInputError("--batch-size and --max-length must be positive")
+        _check_warmup(self.warmup_ratio)
         return self
 
     def to_dict(self) -> dict[str, Any]:

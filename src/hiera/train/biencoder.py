@@ -33,17 +33,18 @@ from hiera.collection import Collection
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
-from hiera.index.manifest import write_json_atomic
+from hiera.io import write_json_atomic
+from hiera.models import offline, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
     last_checkpoint,
-    offline,
     peak_rss_mb,
     publish,
     questions_digest,
     require_training_libs,
     sample_questions,
     time_budget_callback,
+    training_kwargs,
 )
 from hiera.train.examples import (
     Example,
@@ -75,6 +76,13 @@ def training_rows(
     return rows
 
 
+def training_arguments(args: TrainArgs, output_dir: Path) -> Any:
+    """The ``SentenceTransformerTrainingArguments`` of one bi-encoder run (shared fields: :func:`training_kwargs`)."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    return SentenceTransformerTrainingArguments(**training_kwargs(args, output_dir), batch_sampler="no_duplicates")
+
+
 def fit(
     rows: dict[str, list[str]], args: TrainArgs, run_dir: Path, dest: Path, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -82,58 +90,37 @@ def fit(
     offline()
     import datasets
     import transformers
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.training_args import (
-        BatchSamplers,
-        SentenceTransformerTrainingArguments,
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerModelCardData,
+        SentenceTransformerTrainer,
     )
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    transformers.logging.set_verbosity_error()
     datasets.disable_progress_bars()
     if len(rows["anchor"]) < 2:
         raise HieraError(
             "fewer than 2 training examples survived; give more questions or a larger collection"
         )
     transformers.set_seed(args.seed)
-    from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
-
     card = SentenceTransformerModelCardData(generate_widget_examples=False)
-    model = SentenceTransformer(str(resolve_model_path(args.base_model)), device="cpu", model_card_data=card)
+    with quiet_transformers():
+        model = SentenceTransformer(str(resolve_model_path(args.base_model)), device="cpu", model_card_data=card)
     if args.max_seq_length:
         model.max_seq_length = args.max_seq_length
     loss = MultipleNegativesRankingLoss(model, scale=args.scale)
     ckpt_dir = run_dir / "checkpoints"
-    targs = SentenceTransformerTrainingArguments(
-        output_dir=str(ckpt_dir),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps if args.max_steps else -1,
-        per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_ratio,
-        seed=args.seed,
-        data_seed=args.seed,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
-        save_strategy="steps",
-        save_steps=args.save_steps,
-        save_total_limit=1,
-        logging_steps=10,
-        report_to="none",
-        use_cpu=True,
-        dataloader_num_workers=0,
-        disable_tqdm=not args.progress,
-    )
     dataset = datasets.Dataset.from_dict(rows)
     callbacks = time_budget_callback(args.max_minutes)
     trainer = SentenceTransformerTrainer(
-        model=model, args=targs, train_dataset=dataset, loss=loss, callbacks=callbacks
+        model=model, args=training_arguments(args, ckpt_dir), train_dataset=dataset, loss=loss, callbacks=callbacks
     )
     resume = last_checkpoint(ckpt_dir)
     if resume:
         log(f"resuming from {resume}")
     t = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
+    # the trainer prints its logs (stdout is for results); transformers' warnings are not for CLI users
+    with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
         out = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - t
     tmp = dest.with_name(dest.name + ".partial")

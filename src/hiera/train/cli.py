@@ -15,9 +15,15 @@ def _log(msg: str) -> None:
 
 
 def _questions(args: argparse.Namespace, path: str | None = None, fmt: str | None = None) -> list:
+    from hiera.corpus.store import CorpusStore
     from hiera.eval.questions import load_questions
 
-    qs = load_questions(path or args.questions, fmt or args.format, limit=args.limit)
+    store = CorpusStore(args.index)  # gold passage ids depend on how the collection was split
+    try:
+        rules = store.rules
+    finally:
+        store.close()
+    qs = load_questions(path or args.questions, fmt or args.format, limit=args.limit, rules=rules)
     if not qs:
         raise BadInputError(f"{path or args.questions} holds no questions")
     return qs

@@ -1,9 +1,8 @@
-"""What both trainers share: offline setup, budgets, resumable checkpoints, atomic publishing."""
+"""What both trainers share: budgets, resumable checkpoints, atomic publishing."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import resource
 import shutil
@@ -14,14 +13,6 @@ from typing import Any
 
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
-
-
-def offline() -> None:
-    """Training libraries must never reach for the network (there is none)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("WANDB_DISABLED", "true")
 
 
 def require_training_libs() -> None:
@@ -98,3 +89,30 @@ def publish(tmp: Path, dest: Path) -> None:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def training_kwargs(args: Any, output_dir: Path) -> dict[str, Any]:
+    """The training-argument fields every hiera trainer shares (CPU, seeded, resumable checkpoints).
+
+    ``args.warmup_ratio`` is a fraction of the run's steps: transformers 5
+    dropped ``warmup_ratio`` and reads a ``warmup_steps`` below 1 as that
+    fraction (1 or more would count steps, so the argument checks refuse it).
+    """
+    return {
+        "output_dir": str(output_dir),
+        "num_train_epochs": args.epochs,
+        "max_steps": args.max_steps if args.max_steps else -1,
+        "per_device_train_batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "warmup_steps": float(args.warmup_ratio),
+        "seed": args.seed,
+        "data_seed": args.seed,
+        "save_strategy": "steps",
+        "save_steps": args.save_steps,
+        "save_total_limit": 1,
+        "logging_steps": 10,
+        "report_to": "none",
+        "use_cpu": True,
+        "dataloader_num_workers": 0,
+        "disable_tqdm": not args.progress,
+    }

@@ -27,7 +27,7 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.index.bm25 import Bm25Index
-from hiera.index.manifest import write_json_atomic
+from hiera.io import write_json_atomic
 from hiera.train import negatives as neg
 from hiera.train.pool import PassagePool
 

@@ -28,17 +28,18 @@ from hiera.collection import Collection
 from hiera.encode import resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
-from hiera.index.manifest import write_json_atomic
+from hiera.io import write_json_atomic
+from hiera.models import offline, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
     last_checkpoint,
-    offline,
     peak_rss_mb,
     publish,
     require_training_libs,
     sample_questions,
     time_budget_callback,
+    training_kwargs,
 )
 from hiera.train.examples import find_positive, judge_for
 from hiera.train.pool import PassagePool
@@ -119,6 +120,13 @@ def calibrate_threshold(probs: np.ndarray, labels: np.ndarray) -> dict[str, floa
     }
 
 
+def training_arguments(args: RerankerArgs, output_dir: Path) -> Any:
+    """The ``CrossEncoderTrainingArguments`` of one cross-encoder run (shared fields: :func:`training_kwargs`)."""
+    from sentence_transformers import CrossEncoderTrainingArguments
+
+    return CrossEncoderTrainingArguments(**training_kwargs(args, output_dir))
+
+
 def train_reranker(
     index: str | Path,
     questions: Sequence[Question],
@@ -133,14 +141,9 @@ def train_reranker(
     require_training_libs()
     import datasets
     import transformers
-    from sentence_transformers.cross_encoder import (
-        CrossEncoder,
-        CrossEncoderTrainer,
-        CrossEncoderTrainingArguments,
-    )
+    from sentence_transformers import CrossEncoder, CrossEncoderTrainer
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
 
-    transformers.logging.set_verbosity_error()
     datasets.disable_progress_bars()
     out = Path(out)
     t0 = time.perf_counter()
@@ -165,35 +168,18 @@ def train_reranker(
         raise HieraError("fewer than 2 training pairs; give more questions")
     log(f"reranker: {len(train_pairs)} training pairs from {len(qs)} questions, {len(dev_pairs)} dev pairs")
     transformers.set_seed(args.seed)
-    model = CrossEncoder(
-        str(resolve_model_path(args.base_model)), num_labels=1, max_length=args.max_length, device="cpu"
-    )
+    with quiet_transformers():  # a fresh one-logit head: "newly initialized weights" is expected
+        model = CrossEncoder(
+            str(resolve_model_path(args.base_model)), num_labels=1, max_length=args.max_length, device="cpu"
+        )
     work = out.with_name(out.name + ".work")
-    targs = CrossEncoderTrainingArguments(
-        output_dir=str(work / "checkpoints"),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps if args.max_steps else -1,
-        per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_ratio,
-        seed=args.seed,
-        data_seed=args.seed,
-        save_strategy="steps",
-        save_steps=args.save_steps,
-        save_total_limit=1,
-        logging_steps=10,
-        report_to="none",
-        use_cpu=True,
-        dataloader_num_workers=0,
-        disable_tqdm=not args.progress,
-    )
     dataset = datasets.Dataset.from_dict(
         {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": train_labels}
     )
     callbacks = time_budget_callback(args.max_minutes)
     trainer = CrossEncoderTrainer(
         model=model,
-        args=targs,
+        args=training_arguments(args, work / "checkpoints"),
         train_dataset=dataset,
         loss=BinaryCrossEntropyLoss(model),
         callbacks=callbacks,
@@ -202,7 +188,8 @@ def train_reranker(
     if resume:
         log(f"resuming from {resume}")
     t = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
+    # the trainer prints its logs (stdout is for results); transformers' warnings are not for CLI users
+    with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
         result = trainer.train(resume_from_checkpoint=resume)
     train_seconds = time.perf_counter() - t
     calib: dict[str, Any] = {"threshold": 0.5, "note": "no dev pairs: default threshold"}

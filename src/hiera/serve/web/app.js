@@ -7,7 +7,6 @@
 
 (function () {
   const $ = (sel) => document.querySelector(sel);
-  const HIERARCHICAL = new Set(["dhr", "dhr-parallel", "bm25-dhr"]);
   // Longer function words that would light up half of every passage. Words of
   // one or two characters are skipped anyway.
   const STOP = new Set(("the and for are was were what which who whom whose when where why how that this these " +
@@ -15,7 +14,13 @@
     "can could would should will shall may might been being about after before over under between during").split(" "));
   const WORD = /([\p{L}\p{N}]+)/u;
 
-  const state = { health: null, seq: 0, results: null, hitPaths: new Map(), terms: [], openDoc: null };
+  // Fixed controls; everything else in the form is a method parameter built from /methods.
+  const FIXED = new Set(["q", "k", "level", "retriever", "rerank"]);
+
+  const state = {
+    health: null, methods: [], missingKinds: new Set(),
+    seq: 0, results: null, hitPaths: new Map(), terms: [], openDoc: null,
+  };
 
   // -- small helpers ---------------------------------------------------------
   function el(tag, cls, text) {
@@ -208,11 +213,13 @@
     p.set("retriever", name);
     p.set("k", $("#k").value);
     p.set("level", $("#level").value);
-    const spec = (state.health && state.health.retriever_params[name]) || {};
-    if ("lam" in spec) p.set("lambda", $("#lambda").value);
-    if ("k1" in spec) p.set("k1", $("#k1").value);
-    if ("doc_stage" in spec && $("#doc-stage").value) p.set("doc_stage", $("#doc-stage").value);
-    if ("fusion" in spec && $("#fusion").value) p.set("fusion", $("#fusion").value);
+    if (!$("#rerank-wrap").hidden && $("#rerank").checked) p.set("rerank", "true");
+    // one entry per rendered parameter control, under its canonical name; an
+    // emptied field is left out so that the server uses its default
+    for (const input of paramControls()) {
+      const v = controlValue(input);
+      if (v !== "") p.set(input.dataset.param, v);
+    }
     return p;
   }
 
@@ -349,20 +356,141 @@
     }
   }
 
+  function methodByName(name) {
+    return state.methods.find((m) => m.name === name) || null;
+  }
+
+  function paramControls() {
+    return [...document.querySelectorAll("#method-params [data-param]")];
+  }
+
+  function controlValue(input) {
+    if (input.type === "checkbox") return input.checked ? "true" : "false";
+    return String(input.value).trim();
+  }
+
+  function setControlValue(input, value) {
+    if (input.type === "checkbox") input.checked = /^(1|true|yes|on)$/i.test(String(value).trim());
+    else input.value = String(value);
+  }
+
+  function asText(v) {
+    return v === null || v === undefined ? "" : String(v);
+  }
+
+  /* The tooltip of one parameter: its help, its bounds or choices, its other names. */
+  function paramTitle(p) {
+    const bits = [p.help || p.name];
+    if (p.min !== null && p.min !== undefined || p.max !== null && p.max !== undefined) {
+      bits.push("range " + asText(p.min ?? "−∞") + " to " + asText(p.max ?? "∞"));
+    }
+    if (p.default !== null && p.default !== undefined) bits.push("default " + asText(p.default));
+    if (p.aliases && p.aliases.length) bits.push("also called " + p.aliases.join(", "));
+    return bits.join(" · ");
+  }
+
+  /* One labelled control for a parameter declared in /methods. */
+  function paramControl(p) {
+    let input;
+    if (Array.isArray(p.choices)) {
+      input = el("select");
+      for (const c of p.choices) {
+        const o = el("option", null, c);
+        o.value = c;
+        const needs = (p.choice_requires && p.choice_requires[c]) || [];
+        const lacking = needs.filter((kind) => state.missingKinds.has(kind));
+        if (lacking.length) {
+          o.disabled = true;
+          o.textContent = c + " (needs the " + lacking.join(" and ") + " index)";
+        }
+        input.appendChild(o);
+      }
+      input.value = asText(p.default);
+    } else if (p.type === "bool") {
+      input = el("input");
+      input.type = "checkbox";
+      input.checked = p.default === true || /^(1|true|yes|on)$/i.test(asText(p.default));
+    } else if (p.type === "int" || p.type === "float") {
+      input = el("input");
+      input.type = "number";
+      if (p.min !== null && p.min !== undefined) input.min = String(p.min);
+      if (p.max !== null && p.max !== undefined) input.max = String(p.max);
+      input.step = p.type === "int" ? "1" : "0.05";
+      input.inputMode = p.type === "int" ? "numeric" : "decimal";
+      input.value = asText(p.default);
+    } else { // str or path without choices
+      input = el("input");
+      input.type = "text";
+      input.spellcheck = false;
+      input.value = asText(p.default);
+    }
+    input.id = "param-" + p.name;
+    input.name = p.name;
+    input.dataset.param = p.name;
+    input.dataset.type = p.type;
+    input.title = paramTitle(p);
+    const label = el("label", "param param-" + p.type);
+    label.title = input.title;
+    label.appendChild(el("span", "param-name", p.name.replace(/_/g, " ")));
+    label.appendChild(input);
+    return label;
+  }
+
+  /* Controls for the chosen method, prefilled with this collection's defaults. */
   function syncControls() {
-    const name = $("#retriever").value;
-    const spec = (state.health && state.health.retriever_params[name]) || {};
-    document.querySelector(".dhr-only").hidden = !("lam" in spec || "k1" in spec);
-    document.querySelector(".doc-stage-only").hidden = !("doc_stage" in spec);
-    document.querySelector(".hybrid-only").hidden = !("fusion" in spec);
-    if ("lam" in spec) { $("#lambda").value = spec.lam; $("#lambda-val").textContent = Number(spec.lam).toFixed(1); }
-    if ("k1" in spec) $("#k1").value = spec.k1;
-    if ("doc_stage" in spec) $("#doc-stage").value = spec.doc_stage;
-    if ("fusion" in spec) $("#fusion").value = spec.fusion;
+    const m = methodByName($("#retriever").value);
+    const box = $("#method-params");
+    box.textContent = "";
+    for (const p of (m && m.params) || []) box.appendChild(paramControl(p));
+    $("#method-help").textContent = (m && m.help) || "";
+    $("#retriever").title = (m && m.help) || "";
     // a method that ranks only documents (bm25-doc) cannot be asked for passages
-    const levels = ((state.health && state.health.retriever_levels) || {})[name] || ["passage", "doc"];
+    const levels = (m && m.levels && m.levels.length) ? m.levels : ["passage", "doc"];
     for (const opt of $("#level").options) opt.disabled = !levels.includes(opt.value);
     if (!levels.includes($("#level").value)) $("#level").value = levels[0];
+  }
+
+  /* /methods, or (from a server without it) a bare list from /health: no parameter controls. */
+  async function loadMethods(h) {
+    try {
+      const list = await getJSON("methods");
+      if (Array.isArray(list)) return list;
+    } catch (e) {
+      console.warn("no /methods on this server (" + e.message + "); showing methods without parameters");
+    }
+    return (h.retrievers || []).map((name) => ({
+      name, help: "", params: [], requires: [], available: true, missing: [],
+      levels: ((h.retriever_levels || {})[name]) || ["passage", "doc"],
+    }));
+  }
+
+  function fillMethods(selected) {
+    const sel = $("#retriever");
+    sel.textContent = "";
+    for (const m of state.methods) {
+      const o = el("option", null, m.name);
+      o.value = m.name;
+      o.title = m.help || "";
+      if (m.available === false) {
+        o.disabled = true;
+        const missing = m.missing && m.missing.length ? m.missing.join(" and ") : "an";
+        o.textContent = m.name + " (needs the " + missing + " index, not built)";
+        o.title = (m.help ? m.help + " · " : "") + "this collection was built without the " + missing + " index";
+      }
+      sel.appendChild(o);
+    }
+    sel.value = selected;
+  }
+
+  /* Parameter values from a shared link, under a parameter's name or one of its aliases. */
+  function restoreParams(url) {
+    const m = methodByName($("#retriever").value);
+    for (const p of (m && m.params) || []) {
+      const names = [p.name, ...(p.aliases || [])].filter((n) => !FIXED.has(n));
+      const key = names.find((n) => url.has(n));
+      const input = document.getElementById("param-" + p.name);
+      if (key !== undefined && input) setControlValue(input, url.get(key));
+    }
   }
 
   function describeCollection(h) {
@@ -377,7 +505,6 @@
   async function init() {
     $("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); runSearch(); });
     $("#retriever").addEventListener("change", syncControls);
-    $("#lambda").addEventListener("input", () => { $("#lambda-val").textContent = Number($("#lambda").value).toFixed(1); });
     $("#panel-close").addEventListener("click", closePanel);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && !$("#panel").hidden) closePanel();
@@ -392,17 +519,21 @@
     }
     const h = state.health;
     $("#collection").textContent = describeCollection(h);
+    state.methods = await loadMethods(h);
+    state.missingKinds = new Set(state.methods.filter((m) => m.available === false).flatMap((m) => m.missing || []));
+    const usable = state.methods.filter((m) => m.available !== false).map((m) => m.name);
     const url = new URLSearchParams(location.search);
     const wanted = url.get("retriever");
-    const first = h.retrievers.includes(wanted) ? wanted : h.retrievers.includes("dhr") ? "dhr" : h.retrievers[0];
-    fillSelect($("#retriever"), h.retrievers, first);
-    fillSelect($("#doc-stage"), h.doc_stages, null);
-    fillSelect($("#fusion"), h.fusions, null);
-    syncControls();
-    for (const [key, id] of [["k", "#k"], ["level", "#level"], ["lambda", "#lambda"], ["k1", "#k1"], ["doc_stage", "#doc-stage"], ["fusion", "#fusion"]]) {
-      if (url.has(key)) $(id).value = url.get(key);
+    const first = usable.includes(wanted) ? wanted : usable.includes("dhr") ? "dhr" : usable[0];
+    fillMethods(first);
+    $("#rerank-wrap").hidden = !h.reranker;
+    if (h.reranker) $("#rerank-wrap").title = "rescore the top hits with " + (h.reranker.name || "the server's cross-encoder");
+    for (const key of ["k", "level"]) {
+      if (url.has(key)) $("#" + key).value = url.get(key);
     }
-    $("#lambda-val").textContent = Number($("#lambda").value).toFixed(1);
+    syncControls(); // after level: a level the method lacks falls back to one it has
+    restoreParams(url);
+    if (h.reranker && url.has("rerank")) $("#rerank").checked = /^(1|true|yes|on)$/i.test(url.get("rerank"));
     document.body.dataset.ready = "1";
     if (url.get("q")) {
       $("#q").value = url.get("q");

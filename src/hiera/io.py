@@ -1,0 +1,23 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of one.
+
+Manifests, training reports and example caches are read back by later runs
+(resumes, ``hiera build``'s checks), so an interrupted write must not leave a
+truncated file where a good one was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON beside ``path``, fsync it, then rename it over ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,364 @@
+"""The one registry of retrieval methods: typed parameters and requirements, declared once.
+
+Every surface is generated from these declarations, never from a copy:
+
+* ``hiera search … --set NAME=VALUE``, ``hiera eval … --set`` and ``hiera build … --set``
+  (build-time defaults), ``hiera tune`` (which parameters it may fit, and their grids);
+* ``hiera methods [--json]`` and the HTTP API's ``/methods``;
+* the HTTP API's ``/search`` query parameters and their OpenAPI schema;
+* the web page's controls (it builds them from ``/methods``).
+
+This module sits at the bottom of the package (like :mod:`hiera.errors`): it
+imports no index, model or retriever code, so the CLI can describe every
+method without loading FAISS or torch. A method's implementation is named by
+a ``module:Class`` string and imported only when a retriever is built.
+
+Spelling rules (the same on every surface, JSON and manifest included):
+``lam`` is DHR's λ (``lambda`` is accepted as an alias on input), ``top_docs``
+is the number of documents DHR's document stage keeps (the paper's "k1",
+accepted as an alias). BM25's saturation parameter is a build option
+(``--bm25-k1``), never a method parameter.
+
+Adding a method: see docs/ARCHITECTURE.md, "Adding a method".
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hiera.errors import BadInputError
+
+Level = Literal["passage", "doc"]
+ParamType = Literal["int", "float", "str", "bool", "path"]
+
+MAX_K = 1_000  # the one limit on hits per query: library, CLI, API and page
+MAX_QUERY_CHARS = 2_000
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed method parameter: its bounds, its help and whether ``hiera tune`` fits it."""
+
+    name: str
+    type: ParamType
+    default: Any
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    aliases: tuple[str, ...] = ()
+    tunable: bool = False
+    grid: tuple[Any, ...] = ()  # the values ``hiera tune`` tries when none are given
+    choice_requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # indexes each choice needs
+
+    def parse(self, value: Any, owner: str = "", given: str | None = None) -> Any:
+        """``value`` (typed, or a string from a command line or a URL) checked and converted.
+
+        Raises a one-line :class:`BadInputError` naming the parameter (as the user spelled it).
+        """
+        who = f"{owner}: " if owner else ""
+        spelled = self.name if given in (None, self.name) else f"{given} (= {self.name})"
+        shown = value if isinstance(value, str) and value.strip() == value and value else repr(value)
+        where = f"{who}parameter {spelled}={shown}"
+        try:
+            v = self._convert(value)
+        except (TypeError, ValueError):
+            raise BadInputError(f"{where} must be {self.describe_type()}") from None
+        if self.choices is not None and v not in self.choices:
+            raise BadInputError(f"{where} must be one of {', '.join(self.choices)}")
+        if self.type in ("int", "float"):
+            if not math.isfinite(v):
+                raise BadInputError(f"{where} must be a finite number")
+            if self.min is not None and v < self.min:
+                raise BadInputError(f"{where} must be >= {_num(self.min)}")
+            if self.max is not None and v > self.max:
+                raise BadInputError(f"{where} must be <= {_num(self.max)}")
+        if self.type in ("str", "path") and not v:
+            raise BadInputError(f"{where} must not be empty")
+        return v
+
+    def _convert(self, value: Any) -> Any:
+        if self.type == "bool":
+            if isinstance(value, bool):
+                return value
+            s = str(value).strip().lower()
+            if s in _TRUE:
+                return True
+            if s in _FALSE:
+                return False
+            raise ValueError(value)
+        if self.type == "int":
+            if isinstance(value, bool):
+                raise TypeError(value)
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError(value)
+                return int(value)
+            return int(str(value).strip()) if isinstance(value, str) else int(value)
+        if self.type == "float":
+            if isinstance(value, bool):
+                raise TypeError(value)
+            return float(str(value).strip()) if isinstance(value, str) else float(value)
+        if not isinstance(value, str):
+            raise TypeError(value)
+        return value.strip()
+
+    def describe_type(self) -> str:
+        bounds = ""
+        if self.min is not None or self.max is not None:
+            lo = _num(self.min) if self.min is not None else "-inf"
+            hi = _num(self.max) if self.max is not None else "inf"
+            bounds = f" in [{lo}, {hi}]"
+        return {
+            "int": f"an integer{bounds}",
+            "float": f"a number{bounds}",
+            "bool": "true or false",
+            "str": "a non-empty string" if self.choices is None else f"one of {', '.join(self.choices)}",
+            "path": "a directory path",
+        }[self.type]
+
+    def to_json(self, default: Any = None) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default if default is None else default,
+            "help": self.help,
+            "min": self.min,
+            "max": self.max,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "aliases": list(self.aliases),
+            "tunable": self.tunable,
+        }
+        if self.choice_requires:
+            d["choice_requires"] = {k: list(v) for k, v in self.choice_requires.items()}
+        return d
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A retrieval method: what it returns, what it takes, what it needs built."""
+
+    name: str
+    impl: str  # "module:Class", imported lazily
+    help: str
+    levels: tuple[Level, ...] = ("passage", "doc")
+    params: tuple[Param, ...] = ()
+    requires: tuple[str, ...] = ()  # index kinds: "bm25", "dense"
+
+    @property
+    def default_level(self) -> Level:
+        return self.levels[0]
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name or name in p.aliases:
+                return p
+        return None
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def check(self, params: Mapping[str, Any], *, skip_none: bool = True) -> dict[str, Any]:
+        """Canonical names and checked values; an unknown name is a one-line error."""
+        out: dict[str, Any] = {}
+        for key, value in params.items():
+            if value is None and skip_none:
+                continue
+            p = self.param(key)
+            if p is None:
+                known = ", ".join(q.name for q in self.params) or "none"
+                raise BadInputError(f"retriever {self.name!r} has no parameter {key!r} (known: {known})")
+            out[p.name] = p.parse(value, self.name, key)
+        return out
+
+    def requirements(self, params: Mapping[str, Any] | None = None) -> set[str]:
+        """Index kinds needed with these parameter values (a document stage adds its own)."""
+        need = set(self.requires)
+        for p in self.params:
+            if p.choice_requires and params is not None and params.get(p.name) in p.choice_requires:
+                need |= set(p.choice_requires[params[p.name]])
+        return need
+
+    def load(self) -> type:
+        module, _, cls = self.impl.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def to_json(self, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        eff = {**self.defaults(), **(defaults or {})}
+        return {
+            "name": self.name,
+            "help": self.help,
+            "levels": list(self.levels),
+            "params": [p.to_json(eff.get(p.name)) for p in self.params],
+            "requires": sorted(self.requires),
+        }
+
+
+# -- document stages ---------------------------------------------------------------
+# The scorers live in hiera.retrieve.docstage (one class each); their names and
+# what they need built are declared here so that the index layer can refuse a
+# build whose indexes cannot serve its default stage without importing retrievers.
+DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {
+    "summary": ("dense",),
+    "mean": ("dense",),
+    "bm25": ("bm25",),
+    "passage-max": ("dense",),
+    "bm25-passage-max": ("bm25",),
+    "hybrid-max": ("bm25", "dense"),
+    "fused": ("bm25", "dense"),
+}
+AUTO_STAGE = "auto"
+
+
+def resolve_doc_stage(name: str, bm25: bool, dense: bool) -> str:
+    """``auto`` → ``hybrid-max`` when both index kinds exist, else the best one they allow; checks needs."""
+    if name == AUTO_STAGE:
+        if bm25 and dense:
+            return "hybrid-max"
+        return "bm25-passage-max" if bm25 else "passage-max"
+    if name not in DOC_STAGE_NEEDS:
+        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_NEEDS)}")
+    have = {k for k, v in (("bm25", bm25), ("dense", dense)) if v}
+    missing = sorted(set(DOC_STAGE_NEEDS[name]) - have)
+    if missing:
+        raise BadInputError(f"document stage {name!r} needs the {' and '.join(missing)} index, which this build lacks")
+    return name
+
+
+# -- shared parameter declarations ---------------------------------------------------
+def _depth(help_: str, default: int) -> Param:
+    return Param("depth", "int", default, help_, min=1, max=100_000)
+
+
+DOC_DEPTH = Param(
+    "doc_depth", "int", 1000, "doc level: passages ranked before they are grouped by document (at least k)",
+    min=1, max=100_000,
+)
+
+
+LAM = Param(
+    "lam", "float", 1.0, "DHR: weight of the document score in passage score + λ · document score",
+    min=0.0, max=100.0, aliases=("lambda",), tunable=True, grid=tuple(round(0.1 * i, 2) for i in range(21)),
+)
+TOP_DOCS = Param(
+    "top_docs", "int", 100, "DHR: documents the document stage keeps before their passages are scored (the paper's k1)",
+    min=1, max=100_000, aliases=("k1",), tunable=True, grid=(10, 20, 50, 100),
+)
+DOC_STAGE = Param(
+    "doc_stage", "str", AUTO_STAGE,
+    "DHR: how documents are scored in the first stage (auto: hybrid-max when BM25 and dense are built)",
+    choices=(AUTO_STAGE, *DOC_STAGE_NEEDS), choice_requires=DOC_STAGE_NEEDS,
+)
+DOC_ALPHA = Param(
+    "doc_alpha", "float", 0.35, "hybrid-max document stage: weight of BM25 (1 − doc_alpha weighs dense)",
+    min=0.0, max=1.0, tunable=True, grid=tuple(round(0.05 * i, 2) for i in range(21)),
+)
+
+METHODS: dict[str, MethodSpec] = {
+    s.name: s
+    for s in (
+        MethodSpec(
+            "bm25", "hiera.retrieve.bm25:Bm25Retriever", "flat BM25 over titled passages; documents by their best passage",
+            params=(DOC_DEPTH,), requires=("bm25",),
+        ),
+        MethodSpec(
+            "bm25-doc", "hiera.retrieve.bm25:Bm25DocRetriever", "BM25 over whole documents (full text or summary, as built)",
+            levels=("doc",), requires=("bm25",),
+        ),
+        MethodSpec(
+            "dense", "hiera.retrieve.dense:DenseRetriever", "flat dense search of the passage index (the DPR baseline)",
+            params=(DOC_DEPTH,), requires=("dense",),
+        ),
+        MethodSpec(
+            "dhr", "hiera.retrieve.dhr:DhrRetriever",
+            "dense hierarchical retrieval: document stage, then the passages of its top documents",
+            params=(LAM, TOP_DOCS, DOC_STAGE, DOC_ALPHA), requires=("dense",),
+        ),
+        MethodSpec(
+            "dhr-parallel", "hiera.retrieve.dhr:DhrParallelRetriever",
+            "parallel DHR: every document scored, fused with the flat passage ranking",
+            params=(LAM, DOC_STAGE, DOC_ALPHA, _depth("passages taken from the flat passage index (at least k)", 1000)),
+            requires=("dense",),
+        ),
+        MethodSpec(
+            "hybrid", "hiera.retrieve.hybrid:HybridRetriever", "BM25 and dense passage rankings fused (RRF or interpolation)",
+            params=(
+                Param("fusion", "str", "rrf", "how the two rankings are combined", choices=("rrf", "interp")),
+                Param("alpha", "float", 0.5, "interp: weight of the dense score (1 − alpha weighs BM25)", min=0.0, max=1.0),
+                _depth("passage level: passages taken from each ranking before fusion (at least k)", 100),
+                DOC_DEPTH,
+            ),
+            requires=("bm25", "dense"),
+        ),
+        MethodSpec(
+            "bm25-dhr", "hiera.retrieve.dhr:Bm25DhrRetriever", "hierarchical BM25: top documents by BM25, then BM25 over their passages",
+            params=(LAM, TOP_DOCS), requires=("bm25",),
+        ),
+    )
+}
+
+
+def method(name: str) -> MethodSpec:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise BadInputError(f"unknown retriever {name!r}; valid: {', '.join(METHODS)}") from None
+
+
+def method_names() -> tuple[str, ...]:
+    return tuple(METHODS)
+
+
+def all_params() -> dict[str, Param]:
+    """Every parameter name across methods; one name has one type and bounds everywhere (checked by the tests)."""
+    out: dict[str, Param] = {}
+    for s in METHODS.values():
+        for p in s.params:
+            out.setdefault(p.name, p)
+    return out
+
+
+def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--set NAME=VALUE`` / ``--set METHOD.NAME=VALUE`` → checked parameters per method in ``names``.
+
+    An unqualified name applies to every listed method that has it; a name
+    none of them has, a bad type or an out-of-bounds value is a one-line error.
+    """
+    specs = [method(n) for n in names]
+    out: dict[str, dict[str, Any]] = {s.name: {} for s in specs}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise BadInputError(f"--set takes NAME=VALUE, got {item!r}")
+        target, dot, pname = key.rpartition(".")
+        if dot:
+            if target not in out:
+                raise BadInputError(f"--set {key}: {target!r} is not one of the listed retrievers ({', '.join(out)})")
+            chosen = [method(target)]
+        else:
+            pname = key
+            chosen = [s for s in specs if s.param(pname) is not None]
+        if not chosen or chosen[0].param(pname) is None:
+            have = sorted({p.name for s in specs for p in s.params})
+            raise BadInputError(
+                f"--set {pname}: no parameter {pname!r} in {', '.join(out)} (parameters: {', '.join(have) or 'none'})"
+            )
+        for s in chosen:
+            out[s.name].update(s.check({pname: value}))
+    return out
+
+
+def methods_json(defaults: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    return [s.to_json((defaults or {}).get(s.name)) for s in METHODS.values()]

@@ -1,0 +1,151 @@
+"""The method registry: its invariants, parameter parsing, ``--set`` assignments and the JSON it publishes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hiera.errors import BadInputError
+from hiera.retrieve.docstage import STAGES
+from hiera.spec import (
+    DOC_STAGE_NEEDS,
+    METHODS,
+    Param,
+    all_params,
+    method,
+    methods_json,
+    parse_assignments,
+    resolve_doc_stage,
+)
+
+
+def test_every_method_loads_and_declares_what_its_class_serves() -> None:
+    from hiera.retrieve.base import BaseRetriever
+
+    for name, spec in METHODS.items():
+        cls = spec.load()
+        assert issubclass(cls, BaseRetriever) and cls.name == name
+        assert spec.levels and set(spec.levels) <= {"passage", "doc"}
+        assert set(spec.requires) <= {"bm25", "dense"}
+        names = [p.name for p in spec.params]
+        assert len(names) == len(set(names)), f"{name} declares a parameter twice"
+        for p in spec.params:
+            assert p.help and p.parse(p.default if p.default is not None else "") == p.default
+
+
+def test_one_name_means_one_type_and_bounds_everywhere() -> None:
+    seen: dict[str, Param] = {}
+    for spec in METHODS.values():
+        for p in spec.params:
+            first = seen.setdefault(p.name, p)
+            assert (p.type, p.min, p.max, p.choices, p.aliases) == (first.type, first.min, first.max, first.choices, first.aliases), p.name
+    aliases = [a for p in all_params().values() for a in p.aliases]
+    assert len(aliases) == len(set(aliases)) and not set(aliases) & set(all_params())
+    # the paper's "k1" is only an alias of DHR's document count, never BM25's saturation
+    assert method("dhr").param("k1").name == "top_docs" and "k1" not in all_params()
+
+
+def test_every_document_stage_has_one_class() -> None:
+    assert set(STAGES) == set(DOC_STAGE_NEEDS)
+    for name, stage in STAGES.items():
+        assert stage.name == name and stage.needs == DOC_STAGE_NEEDS[name]
+        assert stage.vectors <= {"qp", "qd"}
+
+
+@pytest.mark.parametrize(
+    ("bm25", "dense", "expected"), [(True, True, "hybrid-max"), (True, False, "bm25-passage-max"), (False, True, "passage-max")]
+)
+def test_auto_document_stage_follows_the_build(bm25: bool, dense: bool, expected: str) -> None:
+    assert resolve_doc_stage("auto", bm25, dense) == expected
+    assert resolve_doc_stage(expected, bm25, dense) == expected
+
+
+def test_a_stage_the_build_cannot_serve_is_refused() -> None:
+    with pytest.raises(BadInputError, match="needs the dense index"):
+        resolve_doc_stage("summary", True, False)
+    with pytest.raises(BadInputError, match="unknown document stage"):
+        resolve_doc_stage("abstracts", True, True)
+
+
+@pytest.mark.parametrize(
+    ("param", "raw", "value"),
+    [
+        ("lam", "1.5", 1.5),
+        ("lam", 2, 2.0),
+        ("top_docs", "20", 20),
+        ("top_docs", 20.0, 20),
+        ("doc_stage", " summary ", "summary"),
+        ("doc_alpha", "0", 0.0),
+    ],
+)
+def test_parse_converts_strings_and_numbers(param: str, raw: object, value: object) -> None:
+    p = method("dhr").param(param)
+    got = p.parse(raw)
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("param", "raw", "words"),
+    [
+        ("lam", "-0.1", "must be >= 0"),
+        ("lam", "heavy", "must be a number in [0, 100]"),
+        ("lam", "nan", "finite"),
+        ("lam", True, "must be a number"),
+        ("top_docs", "2.5", "must be an integer"),
+        ("top_docs", 0, "must be >= 1"),
+        ("doc_alpha", 1.01, "must be <= 1"),
+        ("doc_stage", "nope", "must be one of auto, summary"),
+    ],
+)
+def test_parse_refuses_with_one_line_naming_the_parameter(param: str, raw: object, words: str) -> None:
+    with pytest.raises(BadInputError) as exc:
+        method("dhr").param(param).parse(raw, "dhr")
+    msg = str(exc.value)
+    assert "\n" not in msg and f"parameter {param}=" in msg and words in msg
+
+
+def test_bool_and_path_types() -> None:
+    flag = Param("exact", "bool", False, "h")
+    assert flag.parse("yes") is True and flag.parse("0") is False and flag.parse(True) is True
+    with pytest.raises(BadInputError, match="true or false"):
+        flag.parse("maybe")
+    with pytest.raises(BadInputError, match="must not be empty"):
+        Param("model", "path", "m", "h").parse("  ")
+    with pytest.raises(BadInputError, match="finite"):
+        Param("x", "float", 0.0, "h").parse("inf")
+
+
+def test_assignments_apply_to_every_listed_method_that_has_the_parameter() -> None:
+    out = parse_assignments(["lambda=0.5", "fusion=interp", "bm25-dhr.top_docs=7"], ["dhr", "hybrid", "bm25-dhr"])
+    assert out == {"dhr": {"lam": 0.5}, "hybrid": {"fusion": "interp"}, "bm25-dhr": {"lam": 0.5, "top_docs": 7}}
+    assert parse_assignments([], ["bm25"]) == {"bm25": {}}
+
+
+@pytest.mark.parametrize(
+    ("items", "names", "words"),
+    [
+        (["lam=1"], ["bm25", "dense"], "no parameter 'lam' in bm25, dense"),
+        (["lam"], ["dhr"], "NAME=VALUE"),
+        (["=1"], ["dhr"], "NAME=VALUE"),
+        (["dense.lam=1"], ["dhr"], "'dense' is not one of the listed retrievers"),
+        (["dhr.fusion=rrf"], ["dhr", "hybrid"], "no parameter 'fusion'"),
+        (["top_docs=0"], ["dhr"], "top_docs=0 must be >= 1"),
+        (["lam=1"], ["colbert"], "unknown retriever 'colbert'"),
+    ],
+)
+def test_bad_assignments_are_one_line_errors(items: list[str], names: list[str], words: str) -> None:
+    with pytest.raises(BadInputError) as exc:
+        parse_assignments(items, names)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_methods_json_has_the_published_shape() -> None:
+    data = methods_json({"dhr": {"lam": 0.25}})
+    assert [m["name"] for m in data] == list(METHODS)
+    for m in data:
+        assert {"name", "levels", "params", "requires"} <= set(m)
+        for p in m["params"]:
+            assert {"name", "type", "default", "help"} <= set(p)
+    dhr = next(m for m in data if m["name"] == "dhr")
+    params = {p["name"]: p for p in dhr["params"]}
+    assert params["lam"]["default"] == 0.25 and params["lam"]["aliases"] == ["lambda"]
+    assert params["doc_stage"]["choice_requires"]["hybrid-max"] == ["bm25", "dense"]
