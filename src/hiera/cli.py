@@ -58,7 +58,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    """Ingest, then rebuild incrementally: old vectors are copied, not re-encoded."""
+    """Ingest, then rebuild incrementally: old vectors are copied, not re-encoded.
+
+    The writer lock is held across both steps, so no other writer slips in between.
+    """
+    from hiera.corpus.store import CorpusStore
+    from hiera.index.build import live_build_dir
+    from hiera.lock import writer_lock
+
+    CorpusStore(Path(args.index))  # no collection: refused before a lock file is created
+    if live_build_dir(Path(args.index)) is None:
+        raise HieraError(f"{args.index} has no index yet; use `hiera ingest` then `hiera build`")
+    with writer_lock(Path(args.index), "hiera add"):
+        return _add(args)
+
+
+def _add(args: argparse.Namespace) -> int:
     from hiera.corpus.ingest import ingest
     from hiera.index.build import BuildOptions, build, live_build_dir
     from hiera.index.manifest import Manifest
@@ -257,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extra_commands() -> list[Callable]:
     """Sub-commands owned by other modules (eval, serve, demo, train)."""
     out = []
-    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo"):
+    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo", "hiera.sets.cli"):
         try:
             module = __import__(mod, fromlist=["register"])
         except ModuleNotFoundError as e:

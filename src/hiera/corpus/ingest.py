@@ -2,12 +2,14 @@
 
 One ingest call is one store transaction, so a malformed record (without
 ``skip_bad``) leaves the collection exactly as it was; a collection directory
-created by a failed first ingest is removed again.
+created by a failed first ingest is removed again. The collection's writer
+lock (:mod:`hiera.lock`) is held throughout: a second writer is refused.
 """
 
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from tqdm import tqdm
 from hiera.corpus.readers import Record, get_reader
 from hiera.corpus.store import STORE_FILE, CorpusStore, IngestReport, remove_new_collection
 from hiera.corpus.tree import PassageRules
-from hiera.errors import BadRecordError
+from hiera.errors import BadInputError, BadRecordError, HieraError
+from hiera.lock import writer_lock
 
 
 def ingest(
@@ -44,15 +47,25 @@ def ingest(
         for src in sources:
             yield from reader(Path(src), on_bad)
 
-    try:
-        store = CorpusStore(root, create=True)
-        with tqdm(desc=f"ingest {fmt}", unit="doc", disable=not progress, leave=False) as bar:
-            report = store.ingest(records(), rules=rules, on_bad=on_bad, progress=bar, source=", ".join(map(str, sources)))
-        store.close()
-    except BaseException:
-        if created:
-            remove_new_collection(root, dir_existed=dir_existed)
-        raise
+    with writer_lock(root, "hiera ingest"):
+        try:
+            store = CorpusStore(root, create=True)
+            try:
+                with tqdm(desc=f"ingest {fmt}", unit="doc", disable=not progress, leave=False) as bar:
+                    report = store.ingest(
+                        records(), rules=rules, on_bad=on_bad, progress=bar, source=", ".join(map(str, sources))
+                    )
+            finally:
+                store.close()
+        except BaseException as e:
+            if created:
+                remove_new_collection(root, dir_existed=dir_existed)
+            if isinstance(e, OSError) and e.filename and Path(e.filename).resolve().parent != root.resolve():
+                raise BadInputError(f"{e.filename}: cannot read ({e.strerror}); the collection is unchanged") from None
+            if isinstance(e, OSError | sqlite3.OperationalError):  # disk full, file size limit, read-only
+                reason = " ".join(str(e).split()) or type(e).__name__
+                raise HieraError(f"cannot write the corpus store of {root}: {reason}; the collection is unchanged") from None
+            raise
     report.skipped += len(skipped)
     report.skipped_examples = list(itertools.islice(skipped, 5))
     return report

@@ -169,7 +169,8 @@ class CorpusStore:
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite already rolled back after some errors (disk full)
+                conn.execute("ROLLBACK")
             raise
         return report
 
@@ -311,5 +312,5 @@ def remove_new_collection(root: Path, *, dir_existed: bool = False) -> None:
     if not dir_existed:
         shutil.rmtree(root, ignore_errors=True)
         return
-    for name in (STORE_FILE, STORE_FILE + "-journal"):
+    for name in (STORE_FILE, STORE_FILE + "-journal", "writer.lock"):
         (root / name).unlink(missing_ok=True)

@@ -33,14 +33,13 @@ from __future__ import annotations
 import ast
 import csv
 import inspect
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Literal
 
-from hiera.corpus.readers.base import check_file, utf8_lines
+from hiera.corpus.readers.base import check_file, json_objects, utf8_lines
 from hiera.corpus.readers.squad import article_document, load_squad_articles
 from hiera.corpus.split import split_document, split_words
 from hiera.corpus.tree import Document, PassageRules
@@ -64,20 +63,6 @@ class Question:
 
 
 # --- shared helpers ---------------------------------------------------------------
-
-
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for every non-blank line."""
-    for n, line in utf8_lines(path):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadRecordError(str(path), f"line {n}", f"not valid JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise BadRecordError(str(path), f"line {n}", "a record must be a JSON object")
-        yield n, rec
 
 
 def _text_field(rec: dict[str, Any], key: str, path: Path, where: str) -> str:
@@ -111,7 +96,7 @@ def _check_limit(limit: int | None) -> int | None:
 
 
 def _iter_answer_jsonl(path: Path, mode: AnswerMode) -> Iterator[Question]:
-    for i, (n, rec) in enumerate(_json_lines(path)):
+    for i, (n, rec) in enumerate(json_objects(path)):
         where = f"line {n}"
         text = _text_field(rec, "question", path, where)
         key = "answer" if "answer" in rec else "answers"
@@ -292,7 +277,7 @@ def load_beir(path: Path, limit: int | None = None, split: str = "test") -> list
         raise BadInputError(f"{qrels_path}: no judgements")
     out: list[Question] = []
     seen: set[str] = set()
-    for n, rec in _json_lines(queries_path):
+    for n, rec in json_objects(queries_path):
         qid = rec.get("_id")
         if not isinstance(qid, str | int) or str(qid).strip() == "":
             raise BadRecordError(str(queries_path), f"line {n}", "a query needs an '_id'")
@@ -337,7 +322,7 @@ def load_hotpot_pool(pool: Path) -> tuple[dict[tuple[str, str], str], dict[tuple
     """``(title, text) -> pool id``, exact and whitespace-normalized."""
     exact: dict[tuple[str, str], str] = {}
     loose: dict[tuple[str, str], str] = {}
-    for n, rec in _json_lines(pool):
+    for n, rec in json_objects(pool):
         pid, title, text = rec.get("id"), rec.get("title"), rec.get("text")
         if not isinstance(pid, str | int) or not isinstance(title, str) or not isinstance(text, str):
             raise BadRecordError(str(pool), f"line {n}", "a pool record needs 'id', 'title' and 'text'")
@@ -348,7 +333,7 @@ def load_hotpot_pool(pool: Path) -> tuple[dict[tuple[str, str], str], dict[tuple
 
 def _iter_hotpotqa(path: Path, pool: Path) -> Iterator[Question]:
     exact, loose = load_hotpot_pool(pool)
-    for n, rec in _json_lines(path):
+    for n, rec in json_objects(path):
         where = f"line {n}"
         qid = rec.get("question_id")
         if not isinstance(qid, str | int):
@@ -419,7 +404,7 @@ def load_hotpotqa(path: Path, limit: int | None = None, pool: str | Path | None 
 
 
 def _iter_quest(path: Path) -> Iterator[Question]:
-    for i, (n, rec) in enumerate(_json_lines(path)):
+    for i, (n, rec) in enumerate(json_objects(path)):
         where = f"line {n}"
         text = _text_field(rec, "query", path, where)
         docs = rec.get("docs")

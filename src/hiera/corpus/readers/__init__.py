@@ -22,6 +22,7 @@ FORMATS: dict[str, tuple[str, str]] = {
     "hiera-jsonl": ("hiera.corpus.readers.jsonl", "read_hiera_jsonl"),
     "ovos-summaries": ("hiera.corpus.readers.ovos", "read_ovos_summaries"),
     "markdown": ("hiera.corpus.readers.markdown", "read_markdown"),
+    "quest-documents": ("hiera.corpus.readers.quest", "read_quest_documents"),
 }
 
 

@@ -11,12 +11,13 @@ returns (``--skip-bad``), in which case the reader goes on with the next record.
 from __future__ import annotations
 
 import codecs
+import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from hiera.corpus.tree import Document, Section
 from hiera.errors import BadInputError, BadRecordError
@@ -79,6 +80,24 @@ def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
                 break
     if buf:
         yield lineno + 1, buf.rstrip("\r")
+
+
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSON-lines file; the first bad line stops it.
+
+    For files read whole (question sets, predictions), where one bad line
+    makes the file unusable; corpus readers report bad lines through ``on_bad`` instead.
+    """
+    for n, line in utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadRecordError(str(path), f"line {n}", f"not valid JSON ({e.msg}, column {e.colno})") from None
+        if not isinstance(rec, dict):
+            raise BadRecordError(str(path), f"line {n}", "a record must be a JSON object")
+        yield n, rec
 
 
 def read_utf8(path: Path) -> str:

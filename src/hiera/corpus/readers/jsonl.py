@@ -40,20 +40,21 @@ def read_beir(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
     path = Path(path)
     if path.is_dir():
         path = path / "corpus.jsonl"
-    return _read_lines(path, on_bad, _beir_record)
+    return read_records(path, on_bad, _beir_record)
 
 
 def read_jsonl(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
     """Documents of a generic ``{id, title, text}`` JSON-lines file."""
-    return _read_lines(Path(path), on_bad, _plain_record)
+    return read_records(Path(path), on_bad, _plain_record)
 
 
 def read_hiera_jsonl(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
     """Documents previously written with ``Document.to_dict``, one per line."""
-    return _read_lines(Path(path), on_bad, Document.from_dict)
+    return read_records(Path(path), on_bad, Document.from_dict)
 
 
-def _read_lines(path: Path, on_bad: OnBad, convert: _Convert) -> Iterator[Record]:
+def read_records(path: Path, on_bad: OnBad, convert: _Convert) -> Iterator[Record]:
+    """One converted document per JSON-object line; bad lines go to ``on_bad`` with their line number."""
     for lineno, line in utf8_lines(path):
         if not line.strip():
             continue

@@ -1,0 +1,179 @@
+"""One writer per collection: an exclusive ``flock`` on ``DIR/writer.lock``.
+
+Every command that changes a collection (``hiera ingest``, ``add``, ``build``,
+``tune`` when it saves) holds the lock for its whole run; a second writer is
+refused at once with ``collection is busy (locked by PID N since T)`` instead
+of waiting or interleaving its writes. Readers (search, the server, ``hiera
+check``) never take it: they see the old build or the new one through the
+atomic symlink swap.
+
+The operating system releases a ``flock`` when its holder dies, however it
+dies (SIGKILL included), so a lock left by a dead process is never an
+obstacle: the next writer acquires it, notices the dead PID recorded inside
+and reports that it cleared a stale lock. The file itself is kept (unlinking a
+lock file races with a process that has just opened it).
+
+The lock is re-entrant within one process: ``hiera add`` holds it across its
+ingest and its build, which take it again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hiera.errors import HieraError
+
+LOCK_FILE = "writer.lock"
+
+
+class CollectionBusyError(HieraError):
+    """Another process is writing the collection."""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What a holder records in the lock file (for the busy message)."""
+
+    pid: int
+    since: str
+    command: str
+
+    def describe(self) -> str:
+        return f"locked by PID {self.pid} since {self.since}" + (f", running {self.command}" if self.command else "")
+
+
+_held: dict[str, tuple[int, int]] = {}  # resolved root -> (fd, depth) for re-entry within this process
+_guard = threading.Lock()
+
+
+def read_lock_info(root: Path) -> LockInfo | None:
+    """The holder (or last holder) recorded in ``root``'s lock file, if readable."""
+    try:
+        data = json.loads((Path(root) / LOCK_FILE).read_text(encoding="utf-8"))
+        return LockInfo(int(data["pid"]), str(data.get("since", "?")), str(data.get("command", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def is_locked(root: Path) -> LockInfo | None:
+    """The holder if another process holds the lock now, else ``None`` (does not keep the lock)."""
+    path = Path(root) / LOCK_FILE
+    if not path.exists():
+        return None
+    key = str(Path(root).resolve())
+    with _guard:
+        if key in _held:
+            return read_lock_info(root)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return read_lock_info(root) or LockInfo(-1, "?", "")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def writer_lock(
+    root: str | Path, command: str = "", on_stale: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the collection's writer lock for the block; refuse at once if another process holds it.
+
+    ``root`` is created if it does not exist (a first ingest). ``on_stale``
+    receives a one-line note (default: printed to stderr) when the
+    previous holder died without releasing: the OS already dropped its lock,
+    so acquiring it is the clearing.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    key = str(root.resolve())
+    with _guard:
+        if key in _held:
+            fd, depth = _held[key]
+            _held[key] = (fd, depth + 1)
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield
+        finally:
+            _release(key)
+        return
+
+    path = root / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        info = read_lock_info(root)
+        holder = info.describe() if info is not None else "locked by another process"
+        raise CollectionBusyError(
+            f"{root}: collection is busy ({holder}); wait for it to finish, or stop it"
+        ) from None
+    except OSError as e:
+        os.close(fd)
+        raise HieraError(f"{root}: cannot lock the collection ({e.strerror})") from None
+    # A clean release empties the file; a record still there means its holder died holding the lock.
+    previous = read_lock_info(root)
+    if previous is not None:
+        note = f"cleared a stale lock of {root} left by PID {previous.pid} (since {previous.since}), which died"
+        (on_stale or _note)(note)
+    record = {"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command}
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+    except OSError:
+        pass  # the message loses its PID, the lock still holds
+    with _guard:
+        _held[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        _release(key)
+
+
+def _note(msg: str) -> None:
+    print(f"hiera: note: {msg}", file=sys.stderr, flush=True)
+
+
+def _release(key: str) -> None:
+    with _guard:
+        fd, depth = _held[key]
+        if depth > 1:
+            _held[key] = (fd, depth - 1)
+            return
+        del _held[key]
+    try:
+        try:
+            os.ftruncate(fd, 0)  # released cleanly: nothing stale to report next time
+        except OSError:
+            pass
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

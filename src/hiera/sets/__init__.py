@@ -1,0 +1,16 @@
+"""Set queries (QUEST): entity-seeking queries with implicit intersection, union and difference.
+
+* :mod:`hiera.sets.expr` — the set-expression tree (``Atom``, ``And``, ``Or``,
+  ``Diff``), QUEST's template strings, and scored set algebra with a trace of
+  which constraint excluded which candidate;
+* :mod:`hiera.sets.parser` — natural query -> expression tree (rule-based,
+  behind the swappable :class:`~hiera.sets.parser.SetParser` protocol);
+* :mod:`hiera.sets.queries` — QUEST-format query files in, QUEST-format
+  prediction files out;
+* :mod:`hiera.sets.metrics` — QUEST's official metrics over those files
+  (computed by :mod:`hiera.eval.metrics`), overall and per template;
+* :mod:`hiera.sets.cli` — ``hiera sets parse``.
+
+Nothing here imports a model; spaCy is used by the parser only when asked
+for and installed.
+"""

