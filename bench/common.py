@@ -129,9 +129,9 @@ def tune(col: Any, questions: Sequence[Any], grid: Sequence[int] = TUNE_GRID, **
     return tuned_params(res), res
 
 
-def label_params(params: Mapping[str, Any], keys: Sequence[str] = ("lam", "top_docs", "doc_alpha")) -> str:
+def label_params(params: Mapping[str, Any], keys: Sequence[str] = ("lam", "top_docs", "doc_alpha", "passage_alpha")) -> str:
     """``lam=1.9 top_docs=20`` for a row label (what a ``--set`` would say)."""
-    return " ".join(f"{k}={params[k]}" for k in keys if k in params)
+    return " ".join(f"{k}={params[k]}" for k in keys if k in params and not (k == "passage_alpha" and not params[k]))
 
 
 # -- collections ---------------------------------------------------------------------------------------------

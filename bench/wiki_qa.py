@@ -43,6 +43,9 @@ def main() -> None:
     ap.add_argument("--stages", default=",".join(DOC_STAGES), help="DHR document stages to compare")
     ap.add_argument("--latency-sample", type=int, default=200)
     ap.add_argument("--name", default="wiki_qa")
+    ap.add_argument("--hybrid-passages", action="store_true",
+                    help="also tune and report each stage with the hybrid passage stage (passage_alpha fitted)")
+    ap.add_argument("--target-k", type=int, default=20, help="tune for top-K accuracy (20: the paper)")
     args = ap.parse_args()
 
     from hiera.collection import Collection
@@ -80,15 +83,23 @@ def main() -> None:
     for name in [r for r in args.retrievers.split(",") if r]:
         record(name, get_retriever(name, col))
 
+    from hiera.spec import PASSAGE_ALPHA
+
     tuned = {}
-    for stage in [s for s in args.stages.split(",") if s]:
+    variants = [(s, False) for s in args.stages.split(",") if s]
+    if args.hybrid_passages and not args.no_tune:
+        variants += [(s, True) for s in args.stages.split(",") if s]
+    for stage, hybrid in variants:
         params: dict = {"doc_stage": stage}
+        key = stage + ("+bm25-passages" if hybrid else "")
         if not args.no_tune:
             t = time.perf_counter()
-            best, res = tune(col, tune_qs, doc_stage=stage)
+            pas = PASSAGE_ALPHA.grid if hybrid else None
+            best, res = tune(col, tune_qs, doc_stage=stage, passage_alphas=pas, target_k=args.target_k)
             params.update(best)
-            tuned[stage] = {**best, "train_top20": res.target, "train_top1": res.top1, "seconds": time.perf_counter() - t}
-        label = f"dhr[{stage}]" + ("" if args.no_tune else " " + label_params(params))
+            tuned[key] = {**best, f"train_top{args.target_k}": res.target, "train_top1": res.top1,
+                          "seconds": time.perf_counter() - t}
+        label = f"dhr[{key}]" + ("" if args.no_tune else " " + label_params(params))
         record(label, get_retriever("dhr", col, **params), {"doc_stage": stage}, params)
 
     report.print(f"Pooled corpus: {stats['documents']} documents, {stats['passages']} passages; "

@@ -437,8 +437,39 @@ def tiny_questions() -> list:
     ]
 
 
+def tiny_classifier() -> Path:
+    """An untrained one-logit cross-encoder from the base model, saved once per session (a valid ``classifier``)."""
+    if "classifier" not in _STATE:
+        import atexit
+        import tempfile
+
+        from sentence_transformers import CrossEncoder
+
+        from hiera.encode import resolve_model_path
+        from hiera.models import quiet_transformers
+
+        root = Path(tempfile.mkdtemp(prefix="hiera-classifier-"))
+        atexit.register(shutil.rmtree, root, True)
+        with quiet_transformers():
+            model = CrossEncoder(str(resolve_model_path("all-MiniLM-L6-v2")), num_labels=1, max_length=64, device="cpu")
+        model.save(str(root / "clf"))
+        _STATE["classifier"] = root / "clf"
+    return _STATE["classifier"]
+
+
+# path parameters of the registry: a valid value for each (walking the registry needs one that loads)
+PATH_VALUES: dict[str, Any] = {"classifier": tiny_classifier}
+
+
 def other_value(param, default):
     """A valid value of a registry parameter that differs from ``default`` (for walking the registry)."""
+    if param.type == "path":
+        return str(PATH_VALUES[param.name]())
+    if default is None and param.type in ("int", "float"):  # "unset": a value inside the bounds
+        lo = param.min if param.min is not None else 0
+        hi = param.max if param.max is not None else lo + 2
+        mid = (lo + hi) / 2
+        return int(mid) if param.type == "int" else round(mid, 4)
     if param.choices:
         return next(c for c in param.choices if c not in (default, param.default, "auto"))
     if param.type == "bool":

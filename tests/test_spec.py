@@ -29,7 +29,15 @@ def test_every_method_loads_and_declares_what_its_class_serves() -> None:
         names = [p.name for p in spec.params]
         assert len(names) == len(set(names)), f"{name} declares a parameter twice"
         for p in spec.params:
-            assert p.help and p.parse(p.default if p.default is not None else "") == p.default
+            # a default of None means "unset" (sets' classifier and threshold): nothing to parse
+            assert p.help and (p.default is None or p.parse(p.default) == p.default)
+
+
+def test_set_parser_choices_are_the_parsers() -> None:
+    from hiera.sets.parser import PARSERS
+    from hiera.spec import SET_PARSERS
+
+    assert set(SET_PARSERS) == set(PARSERS) and method("sets").param("parser").choices == SET_PARSERS
 
 
 def test_one_name_means_one_type_and_bounds_everywhere() -> None:

@@ -53,7 +53,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 @pytest.mark.parametrize(("name", "param"), CASES, ids=[f"{m}.{p.name}" for m, p in CASES])
 def test_search_set_reaches_the_method(root: Path, defaults: dict, capsys, name: str, param) -> None:
-    value = helpers.other_value(param, defaults[name][param.name])
+    value = helpers.other_value(param, defaults[name].get(param.name))
     data = _cli(capsys, "search", str(root), helpers.TOPIC_QUERIES["jazz"], "-r", name, "--json",
                 "--set", f"{param.name}={value}")
     assert data["params"][param.name] == value
@@ -62,7 +62,7 @@ def test_search_set_reaches_the_method(root: Path, defaults: dict, capsys, name:
 
 @pytest.mark.parametrize(("name", "param"), CASES, ids=[f"{m}.{p.name}" for m, p in CASES])
 def test_api_query_parameter_reaches_the_method(client: TestClient, defaults: dict, name: str, param) -> None:
-    value = helpers.other_value(param, defaults[name][param.name])
+    value = helpers.other_value(param, defaults[name].get(param.name))
     r = client.get("/search", params={"q": helpers.TOPIC_QUERIES["jazz"], "retriever": name, param.name: value})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -93,7 +93,7 @@ def test_eval_set_reaches_every_listed_method(root: Path, tmp_path: Path, defaul
     for name, spec in METHODS.items():
         if "passage" not in spec.levels or not spec.params:
             continue
-        sets = [f"{p.name}={helpers.other_value(p, defaults[name][p.name])}" for p in spec.params]
+        sets = [f"{p.name}={helpers.other_value(p, defaults[name].get(p.name))}" for p in spec.params]
         out = tmp_path / name
         argv = ["eval", str(root), "--questions", str(qfile), "--format", "nq-open", "--retrievers", name,
                 "--ks", "1,5", "--latency-sample", "0", "--out", str(out), "--quiet"]
@@ -102,7 +102,7 @@ def test_eval_set_reaches_every_listed_method(root: Path, tmp_path: Path, defaul
         _cli(capsys, *argv, "--json")
         params = json.loads((out / "params.json").read_text())[name]
         for p in spec.params:
-            assert params[p.name] == helpers.other_value(p, defaults[name][p.name]), (name, p.name)
+            assert params[p.name] == helpers.other_value(p, defaults[name].get(p.name)), (name, p.name)
         # the same settings through Python give the same figures
         r = get_retriever(name, Collection(root), **{p.name: params[p.name] for p in spec.params})
         hits = [r.search(q.text, k=1)[0].text for q in helpers.tiny_questions()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,8 @@ from typing import Any
 from hiera.errors import HieraError
 
 Handler = Callable[[argparse.Namespace], int]
+# Sub-commands that load encoder or cross-encoder weights (they take --trust-pickle).
+MODEL_COMMANDS = frozenset({"build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier", "sets", "demo"})
 
 
 def _print_json(obj: Any) -> None:
@@ -75,18 +78,24 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def _add(args: argparse.Namespace) -> int:
     from hiera.corpus.ingest import ingest
-    from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.index.build import BuildOptions, build, live_build_dir, remove_unused_builds
     from hiera.index.manifest import Manifest
 
     build_dir = live_build_dir(Path(args.index))
     if build_dir is None:
         raise HieraError(f"{args.index} has no index yet; use `hiera ingest` then `hiera build`")
     old = Manifest.read(build_dir)
-    report = ingest(args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet)
-    _report_ingest(report, args)
     opts = BuildOptions.from_manifest(old)
     opts.progress = not args.quiet
-    build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
+    log = _log if not args.quiet else (lambda m: None)
+    # The new index is built inside the ingest's transaction and swapped in just before it commits:
+    # a failure or a kill before that leaves the collection exactly as it was (documents and index).
+    report = ingest(
+        args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet,
+        before_commit=lambda store: build(args.index, opts, log=log, store=store),
+    )
+    remove_unused_builds(Path(args.index))
+    _report_ingest(report, args)
     return 0
 
 
@@ -206,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.set_defaults(handler=handler)
         sp.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+        if name in MODEL_COMMANDS:
+            sp.add_argument(
+                "--trust-pickle", action="store_true",
+                help="also load pickle model weights (*.bin, *.pt), which can run code: only for models you trust "
+                "(default: safetensors only; env HIERA_TRUST_PICKLE=1)",
+            )
         return sp
 
     from hiera.corpus.readers import FORMATS
@@ -270,9 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands() -> list[Callable]:
-    """Sub-commands owned by other modules (eval, serve, demo, train)."""
+    """Sub-commands owned by other modules (eval, serve, demo, train, sets, check)."""
     out = []
-    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo", "hiera.sets.cli"):
+    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo", "hiera.sets.cli", "hiera.check"):
         try:
             module = __import__(mod, fromlist=["register"])
         except ModuleNotFoundError as e:
@@ -287,12 +302,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("HIERA_DEBUG") == "1"
+    if getattr(args, "trust_pickle", False):
+        from hiera.models import TRUST_ENV
+
+        os.environ[TRUST_ENV] = "1"  # every model load of this run (Encoder, Reranker, trainers) reads it
     try:
         return args.handler(args)
     except HieraError as e:
         if debug:
             raise
         print(f"hiera: error: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as e:  # a damaged corpus store or embedding cache: say so, in one line
+        if debug:
+            raise
+        print(f"hiera: error: a SQLite database is damaged or unreadable ({e}); run `hiera check DIR`", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hiera: interrupted (work done so far is kept in the cache; rerun to resume)", file=sys.stderr)

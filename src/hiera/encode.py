@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from hiera.errors import HieraError
-from hiera.models import offline, quiet_transformers
+from hiera.models import check_weights, offline, quiet_transformers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
@@ -148,9 +148,12 @@ class Encoder:
         batch_size: int = 32,
         cache_dir: Path | None = None,
         use_cache: bool = True,
+        trust_pickle: bool | None = None,
     ) -> None:
+        """``trust_pickle``: load pickle weights (``*.bin``) too; default: ``HIERA_TRUST_PICKLE=1`` or refuse."""
         offline()
         self.path = resolve_model_path(model)
+        check_weights(self.path, trust_pickle)
         self.name = str(model)
         from sentence_transformers import SentenceTransformer
 

@@ -21,3 +21,31 @@ def write_json_atomic(path: Path, data: Any) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new entry in ``path`` durable (best effort where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` whose every failure is a :class:`json.JSONDecodeError` (a ``ValueError``).
+
+    The standard decoder raises ``RecursionError`` on deeply nested input
+    (``[[[[…``), which hostile or damaged files contain; callers that handle
+    malformed JSON then handle that too.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError("nested too deeply", doc, 0) from None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hiera.errors import HieraError
+from hiera.io import loads_json
 
 LOCK_FILE = "writer.lock"
 
@@ -58,7 +59,7 @@ _guard = threading.Lock()
 def read_lock_info(root: Path) -> LockInfo | None:
     """The holder (or last holder) recorded in ``root``'s lock file, if readable."""
     try:
-        data = json.loads((Path(root) / LOCK_FILE).read_text(encoding="utf-8"))
+        data = loads_json((Path(root) / LOCK_FILE).read_text(encoding="utf-8"))
         return LockInfo(int(data["pid"]), str(data.get("since", "?")), str(data.get("command", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -85,7 +86,10 @@ def is_locked(root: Path) -> LockInfo | None:
     with _guard:
         if key in _held:
             return read_lock_info(root)
-    fd = os.open(path, os.O_RDWR)
+    try:
+        fd = os.open(path, os.O_RDONLY)  # flock needs no write access: works on a read-only collection too
+    except OSError:
+        return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -99,17 +103,22 @@ def is_locked(root: Path) -> LockInfo | None:
 
 @contextmanager
 def writer_lock(
-    root: str | Path, command: str = "", on_stale: Callable[[str], None] | None = None
+    root: str | Path, command: str = "", on_stale: Callable[[str], None] | None = None, *, create: bool = False
 ) -> Iterator[None]:
     """Hold the collection's writer lock for the block; refuse at once if another process holds it.
 
-    ``root`` is created if it does not exist (a first ingest). ``on_stale``
+    ``root`` must exist unless ``create`` (a first ingest creates it). ``on_stale``
     receives a one-line note (default: printed to stderr) when the
     previous holder died without releasing: the OS already dropped its lock,
     so acquiring it is the clearing.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
+    elif not root.is_dir():
+        from hiera.errors import IndexMissingError
+
+        raise IndexMissingError(f"{root} is not a hiera collection (no such directory)")
     key = str(root.resolve())
     with _guard:
         if key in _held:

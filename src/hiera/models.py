@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+from hiera.errors import HieraError
 
 
 def offline() -> None:
@@ -39,3 +42,40 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+# -- pickle-free loading ---------------------------------------------------------------------------------
+TRUST_ENV = "HIERA_TRUST_PICKLE"
+PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"})
+# Trainer state files: pickles, but never loaded as model weights.
+TRAINER_FILES = frozenset({"training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt"})
+
+
+def trust_pickle(flag: bool | None = None) -> bool:
+    """An explicit ``flag`` wins; otherwise ``HIERA_TRUST_PICKLE=1`` (what ``--trust-pickle`` sets)."""
+    return bool(flag) if flag is not None else os.environ.get(TRUST_ENV) == "1"
+
+
+def check_weights(path: Path, trust: bool | None = None) -> None:
+    """Refuse a model directory whose weights are pickles (``*.bin``, ``*.pt`` …) with no safetensors beside them.
+
+    Unpickling runs code chosen by whoever wrote the file, so hiera loads
+    safetensors only unless the user says they trust the model
+    (``--trust-pickle`` or ``HIERA_TRUST_PICKLE=1``). Each module folder of a
+    sentence-transformers model (``2_Dense/`` …) is checked on its own.
+    """
+    if trust_pickle(trust):
+        return
+    root = Path(path)
+    if not root.is_dir():
+        return
+    for folder, dirs, files in os.walk(root):
+        depth = len(Path(folder).relative_to(root).parts)
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("checkpoint-") and depth < 2]
+        pickles = sorted(f for f in files if Path(f).suffix in PICKLE_SUFFIXES and f not in TRAINER_FILES)
+        if pickles and not any(f.endswith(".safetensors") for f in files):
+            raise HieraError(
+                f"{Path(folder) / pickles[0]}: pickle weights (loading them can run arbitrary code) and no "
+                f".safetensors beside them; hiera loads safetensors only — convert the model, or pass "
+                f"--trust-pickle (or set {TRUST_ENV}=1) if you trust its source"
+            )

@@ -23,8 +23,10 @@ import numpy as np
 
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import BadInputError, HieraError
-from hiera.models import offline, quiet_transformers
+from hiera.io import loads_json
+from hiera.models import check_weights, offline, quiet_transformers
 from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k
+from hiera.schema import RERANKER_META, SchemaError, validate
 
 META_FILE = "hiera-reranker.json"
 MAX_DEPTH = 1000
@@ -33,16 +35,21 @@ MAX_DEPTH = 1000
 class Reranker:
     """A trained cross-encoder plus its calibrated relevance threshold."""
 
-    def __init__(self, model: str | Path, *, batch_size: int = 32) -> None:
+    def __init__(self, model: str | Path, *, batch_size: int = 32, trust_pickle: bool | None = None) -> None:
         offline()
         self.path = resolve_model_path(model)
+        check_weights(self.path, trust_pickle)
         meta_path = self.path / META_FILE
         self.meta: dict[str, Any] = {}
         if meta_path.exists():
             try:
-                self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise HieraError(f"{meta_path} is corrupt ({e.msg})") from None
+                self.meta = loads_json(meta_path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise HieraError(f"{meta_path} is corrupt ({getattr(e, 'msg', None) or e.reason})") from None
+            try:
+                validate(self.meta, RERANKER_META)
+            except SchemaError as e:
+                raise HieraError(f"{meta_path}: {e}") from None
         self.threshold = float(self.meta.get("threshold", 0.5))
         from sentence_transformers import CrossEncoder
 

@@ -264,6 +264,15 @@ DOC_ALPHA = Param(
     "doc_alpha", "float", 0.35, "hybrid-max document stage: weight of BM25 (1 − doc_alpha weighs dense)",
     min=0.0, max=1.0, tunable=True, grid=tuple(round(0.05 * i, 2) for i in range(21)),
 )
+PASSAGE_ALPHA = Param(
+    "passage_alpha", "float", 0.0,
+    "DHR passage stage: weight of the passage's BM25 score (divided by the best among the candidates) "
+    "against its dense cosine; 0 is the paper's dense-only stage (needs the BM25 index when > 0)",
+    min=0.0, max=1.0, tunable=True, grid=tuple(round(0.1 * i, 1) for i in range(11)),
+)
+
+# set queries (QUEST): hiera.retrieve.sets
+SET_PARSERS = ("rules", "rules+spacy")  # hiera.sets.parser.PARSERS (the tests check they agree)
 
 METHODS: dict[str, MethodSpec] = {
     s.name: s
@@ -283,7 +292,7 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             "dhr", "hiera.retrieve.dhr:DhrRetriever",
             "dense hierarchical retrieval: document stage, then the passages of its top documents",
-            params=(LAM, TOP_DOCS, DOC_STAGE, DOC_ALPHA), requires=("dense",),
+            params=(LAM, TOP_DOCS, DOC_STAGE, DOC_ALPHA, PASSAGE_ALPHA), requires=("dense",),
         ),
         MethodSpec(
             "dhr-parallel", "hiera.retrieve.dhr:DhrParallelRetriever",
@@ -304,6 +313,30 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             "bm25-dhr", "hiera.retrieve.dhr:Bm25DhrRetriever", "hierarchical BM25: top documents by BM25, then BM25 over their passages",
             params=(LAM, TOP_DOCS), requires=("bm25",),
+        ),
+        MethodSpec(
+            "sets", "hiera.retrieve.sets:SetsRetriever",
+            "set queries (QUEST): parse into constraints, retrieve and classify each, combine with explicit ∩ ∪ \\; "
+            "answer_set = the members, each with its evidence sentences",
+            levels=("doc",),
+            params=(
+                Param("classifier", "path", None,
+                      "sets: directory of a set classifier (hiera train-classifier); without one, retrieval scores "
+                      "stand in for its probabilities (a baseline)"),
+                Param("candidates", "int", 100, "sets: documents BM25 and dense each retrieve per constraint",
+                      min=1, max=1000),
+                Param("threshold", "float", None,
+                      "sets: accept a document for a constraint at this probability (default: the classifier's "
+                      "thresholds from hiera sets tune, else its calibrated one)", min=0.0, max=1.0),
+                Param("parser", "str", "rules", "sets: the set-expression parser", choices=SET_PARSERS),
+                Param("decompose", "bool", True,
+                      "sets: false classifies the whole query as one constraint (the paper's baseline)"),
+                Param("lexical_weight", "float", None,
+                      "sets: weight w of a constraint's BM25 score (divided by the best) blended into the classifier's "
+                      "probability, (1 − w)·p + w·bm25 (default: the classifier's tuned weight, else 0)",
+                      min=0.0, max=1.0),
+            ),
+            requires=("bm25",),
         ),
     )
 }

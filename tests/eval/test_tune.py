@@ -29,8 +29,9 @@ def _questions() -> list[Question]:
 def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
     col = Collection(shared_root)
     qs = _questions()
-    res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1)
-    assert set(res.params) == {"lam", "top_docs"}
+    res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1, passage_alphas=(0.0, 0.5, 1.0))
+    assert set(res.params) == {"lam", "top_docs", "passage_alpha"} and res.params["passage_alpha"] in (0.0, 0.5, 1.0)
+    assert {g["passage_alpha"] for g in res.grid} == {0.0, 0.5, 1.0}
     assert res.params["top_docs"] in (1, 3) and 0.0 <= res.params["lam"] <= 2.0
     dhr = get_retriever("dhr", col, **res.params)
     hits = [has_answer(q.answers, dhr.search(q.text, k=1)[0].text) for q in qs]

@@ -63,7 +63,9 @@ def check_results(res: Results, col: Collection, store_passages: dict[str, Passa
                 p = store_passages[h.passage_id]
                 assert p.doc_id == h.doc_id
                 assert isinstance(h.section_path, tuple) and h.section_path == p.section_path
-                assert h.text == p.text and h.evidence == [p.id]
+                # evidence: the supporting passages, that one first (one, but for a set member's constraints)
+                assert h.text == p.text and h.evidence[0] == p.id and len(set(h.evidence)) == len(h.evidence)
+                assert h.evidence == [p.id] or h.support
             else:
                 assert h.text == d.summary and h.section_path == ()
 

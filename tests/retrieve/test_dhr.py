@@ -247,3 +247,25 @@ def test_float32_vectors_give_the_same_results(col: Collection, shared_root) -> 
 def test_unknown_vector_dtype_is_refused(shared_root) -> None:
     with pytest.raises(ValueError, match="float16, float32"):
         Collection(shared_root, vectors="float64")
+
+
+def test_hybrid_passage_stage_mixes_bm25_within_the_chosen_documents(col: Collection) -> None:
+    q = helpers.TOPIC_QUERIES["volcanoes"]
+    dhr = get_retriever("dhr", col, doc_stage="bm25", top_docs=2)
+    dense = dhr.search(q, k=50, lam=0.0)
+    assert dense.params["passage_alpha"] == 0.0 and all("bm25" not in h.stages for h in dense)
+    only_bm25 = dhr.search(q, k=50, lam=0.0, passage_alpha=1.0)
+    # the same candidates (passages of the two chosen documents), ordered by BM25 alone
+    assert {h.passage_id for h in only_bm25} == {h.passage_id for h in dense}
+    bm25 = {p: s for p, s in zip(*col.bm25_passages.search(q, col.n_passages), strict=True)}
+    positions = {p.id: i for i, p in enumerate(col.passages_at(range(col.n_passages)))}
+    got = [bm25.get(positions[h.passage_id], 0.0) for h in only_bm25]
+    assert got == sorted(got, reverse=True)
+    top = max(got)
+    for h in only_bm25:
+        assert h.stages["bm25"].score == pytest.approx(bm25.get(positions[h.passage_id], 0.0), rel=1e-5)
+        assert h.score == pytest.approx(h.stages["bm25"].score / top, rel=1e-5)
+    half = dhr.search(q, k=50, lam=0.5, passage_alpha=0.3)
+    for h in half:
+        mixed = 0.3 * h.stages["bm25"].score / top + 0.7 * h.stages["passage"].score
+        assert h.score == pytest.approx(mixed + 0.5 * h.stages["doc"].score, abs=1e-5)

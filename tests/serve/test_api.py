@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 import hiera
 from hiera.retrieve import RETRIEVERS
 
-HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "breadcrumb", "reason"}
+HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "support", "breadcrumb", "reason"}
 BEES = "What do worker bees do in the hive?"
 GIANTS = "Which planets are the gas giants made of hydrogen?"
 
@@ -43,7 +43,7 @@ class TestSearch:
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
+        assert body["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.0}
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
@@ -277,7 +277,7 @@ class TestHealthAndPage:
         assert set(h["models"]) == {"doc", "passage"}
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
-        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35}
+        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.0}
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 
     def test_page_and_assets(self, client: TestClient) -> None:

@@ -223,6 +223,13 @@ def _other_value(p: dict, built: set[str], declared: object) -> object:
         )
     if p["type"] == "bool":
         return not p["default"]
+    if p["type"] == "path":
+        import helpers
+
+        return str(helpers.PATH_VALUES[p["name"]]())  # a directory that loads (helpers.PATH_VALUES)
+    if p["type"] in ("int", "float") and p["default"] is None:  # unset: a value inside the bounds
+        mid = ((p["min"] or 0) + (p["max"] if p["max"] is not None else 2)) / 2
+        return int(mid) if p["type"] == "int" else round(mid, 10)
     if p["type"] in ("int", "float"):
         step = 1 if p["type"] == "int" else 0.05
         value = p["default"] + step
@@ -299,7 +306,9 @@ def test_every_method_param_reaches_the_server(browser, server_url: str) -> None
             sent = parse_qs(urlsplit(request.url).query)
             assert sent["retriever"] == [name]
             method_keys = set(sent) - {"q", "k", "level", "retriever", "rerank"}
-            assert method_keys == {d["name"] for d in declared}, (name, sent)
+            # an unset parameter (default null: an empty control) is left out, so the server uses its default
+            expected = {d["name"] for d in declared if d["default"] is not None} | ({p["name"]} if p else set())
+            assert method_keys == expected, (name, sent)
             response = request.response()
             assert response is not None
             body = response.json()
@@ -412,4 +421,62 @@ def test_controls_follow_methods_json(browser, server_url: str) -> None:
     assert body["ignored"] == [foreign["name"]], body["ignored"]
     note = page.locator("#timings .chip-note")
     assert note.is_visible() and foreign["name"] in note.text_content()
+    page.close()
+
+
+# -- an API key -----------------------------------------------------------------------------------
+def test_api_key_from_a_link_or_a_prompt(browser, collection_dir: Path) -> None:
+    """With a key required, the page takes it from ``?key=`` (and drops it from the address bar) or asks for it."""
+    import uvicorn
+
+    from hiera.serve import create_app
+
+    key = "browser-test-key"
+    app = create_app(collection_dir, warmup=False, api_key=key)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/"
+    try:
+        for how in ("link", "prompt"):
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.set_default_timeout(15_000)
+            prompts: list[str] = []
+            page.on("dialog", lambda d, seen=prompts: (seen.append(d.message), d.accept(key)))
+            query = "?retriever=bm25&q=worker+bees" + (f"&key={key}" if how == "link" else "")
+            page.goto(url + query)
+            page.wait_for_selector(".doc-group")
+            assert "key=" not in page.url  # never left in the address bar or a shared link
+            assert page.locator(".doc-group").count() >= 1
+            assert prompts == ([] if how == "link" else ["This hiera server needs an API key:"])
+            page.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_set_answer_shows_the_expression_and_each_members_evidence(browser, server_url: str) -> None:
+    """The sets method: the parsed expression on top, then the members with a sentence per constraint."""
+    page, errors = _open(browser, server_url)
+    page.select_option("#retriever", "sets")
+    assert page.input_value("#level") == "doc"
+    page.fill("#q", "Honey bees or planets of the Solar System")
+    page.click("#search-btn")
+    page.wait_for_selector(".set-answer .set-expr")
+    assert "∪" in page.text_content(".set-expr")
+    assert "template _ or _" in page.text_content(".set-info")
+    members = page.locator(".set-member")
+    assert members.count() >= 1 and page.locator(".doc-group").count() == 0
+    first = members.nth(0)
+    rows = first.locator(".set-support li")
+    assert rows.count() == 2  # one row per constraint, each with its probability
+    sentences = first.locator(".set-sentence").all_text_contents()
+    assert sentences and all(s.strip() for s in sentences)
+    assert page.locator(".set-answer script, .set-answer b").count() == 0
+    first.locator(".doc-title").click()
+    page.wait_for_function("document.querySelector('#panel-title').textContent.length > 0")
+    assert [e for e in errors if "status of 422" not in e] == [], errors
     page.close()

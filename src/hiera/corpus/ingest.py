@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -30,8 +30,13 @@ def ingest(
     rules: PassageRules | None = None,
     skip_bad: bool = False,
     progress: bool = True,
+    before_commit: Callable[[CorpusStore], None] | None = None,
 ) -> IngestReport:
-    """Read every source with the ``fmt`` reader and insert/replace its documents."""
+    """Read every source with the ``fmt`` reader and insert/replace its documents.
+
+    ``before_commit(store)`` runs inside the ingest's transaction (see
+    :meth:`CorpusStore.ingest`); if it raises, nothing is ingested.
+    """
     reader = get_reader(fmt)
     root = Path(root)
     created = not (root / STORE_FILE).exists()
@@ -47,13 +52,14 @@ def ingest(
         for src in sources:
             yield from reader(Path(src), on_bad)
 
-    with writer_lock(root, "hiera ingest"):
+    with writer_lock(root, "hiera ingest", create=True):
         try:
             store = CorpusStore(root, create=True)
             try:
                 with tqdm(desc=f"ingest {fmt}", unit="doc", disable=not progress, leave=False) as bar:
                     report = store.ingest(
-                        records(), rules=rules, on_bad=on_bad, progress=bar, source=", ".join(map(str, sources))
+                        records(), rules=rules, on_bad=on_bad, progress=bar, source=", ".join(map(str, sources)),
+                        before_commit=(lambda: before_commit(store)) if before_commit is not None else None,
                     )
             finally:
                 store.close()
@@ -64,7 +70,10 @@ def ingest(
                 raise BadInputError(f"{e.filename}: cannot read ({e.strerror}); the collection is unchanged") from None
             if isinstance(e, OSError | sqlite3.OperationalError):  # disk full, file size limit, read-only
                 reason = " ".join(str(e).split()) or type(e).__name__
-                raise HieraError(f"cannot write the corpus store of {root}: {reason}; the collection is unchanged") from None
+                hint = " (disk full or a file size limit?)" if any(w in reason.lower() for w in ("disk", "full", "too large")) else ""
+                raise HieraError(
+                    f"cannot write the corpus store of {root}: {reason}{hint}; the collection is unchanged"
+                ) from None
             raise
     report.skipped += len(skipped)
     report.skipped_examples = list(itertools.islice(skipped, 5))

@@ -15,7 +15,7 @@ import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,11 +136,16 @@ class CorpusStore:
         on_bad: OnBad = raise_bad,
         progress: Any = None,
         source: str = "input",
+        before_commit: Callable[[], None] | None = None,
     ) -> IngestReport:
         """Insert or replace documents in one transaction.
 
         Any exception (a bad record with the default ``on_bad``, a reader
         error, Ctrl-C) rolls back everything this call wrote.
+        ``before_commit`` runs inside the transaction, after the version bump,
+        on this thread (so it reads the new documents through this store):
+        ``hiera add`` builds the new index there, so that the documents and the
+        index that serves them land together or not at all.
         """
         existing = self.rules
         rules = rules or existing or PassageRules()
@@ -167,6 +172,8 @@ class CorpusStore:
                 if progress is not None:
                     progress.update(1)
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+            if before_commit is not None:
+                before_commit()
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:  # SQLite already rolled back after some errors (disk full)

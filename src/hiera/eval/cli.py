@@ -39,6 +39,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not names:
         raise BadInputError("--retrievers names no retriever")
     params = parse_assignments(args.set, names)  # unknown names and bad values fail before any work
+    if args.format == "quest":
+        return _eval_sets(args, names, params)
     ks = _ints(args.ks, "--ks")
     if ks[-1] > MAX_K:
         raise BadInputError(f"--ks {ks[-1]} is larger than the limit {MAX_K}")
@@ -77,18 +79,67 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dict[str, Any]]) -> int:
+    """``--format quest``: QUEST's set metrics (avg P/R/F1 of the predicted sets, Recall@K, MRecall@K, per template)."""
+    from hiera.collection import Collection
+    from hiera.eval.metrics import QUEST_KS
+    from hiera.retrieve import get_retriever
+    from hiera.sets.evaluate import evaluate_sets, markdown_table
+    from hiera.sets.queries import load_set_queries
+
+    if args.rerank:
+        raise BadInputError("--rerank does not apply to --format quest (the sets method classifies its candidates)")
+    col = Collection(args.index, vectors=args.vectors)
+    queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
+    log = _log if not args.quiet else (lambda m: None)
+    runs = {}
+    for n in names:
+        t = time.perf_counter()
+        r = get_retriever(n, col, **params[n])
+        runs[n] = evaluate_sets(col, n, queries, r, set_k=args.set_k, ks=QUEST_KS, progress=not args.quiet)
+        log(f"{n}: {len(queries)} set queries in {time.perf_counter() - t:.1f}s")
+    result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text(markdown_table(runs) + "\n", encoding="utf-8")
+        write_json_atomic(out / "results.json", result)
+        write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
+        for r in runs.values():
+            r.write(out)
+        _log(f"wrote {out}/results.md, results.json, params.json, <retriever>.sets.jsonl / .ranking.jsonl (QUEST format)")
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print(markdown_table(runs))
+    return 0
+
+
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in d.items()}
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    """Tunes, then saves beside the build: the writer lock is held for the whole run unless ``--dry-run``."""
+    if args.dry_run:
+        return _tune(args)
+    from hiera.corpus.store import CorpusStore
+    from hiera.lock import writer_lock
+
+    CorpusStore(Path(args.index))  # not a collection: refused before a lock file is created
+
+    with writer_lock(Path(args.index), "hiera tune"):
+        return _tune(args)
+
+
+def _tune(args: argparse.Namespace) -> int:
     from hiera.collection import Collection
     from hiera.eval.questions import load_questions
     from hiera.eval.tune import save_tuned, tune_dhr, tune_doc_alpha
-    from hiera.spec import TOP_DOCS, parse_assignments
+    from hiera.spec import PASSAGE_ALPHA, TOP_DOCS, parse_assignments
 
     if args.retriever != "dhr":
-        raise BadInputError("hiera tune fits dhr's parameters only (lam, top_docs, doc_alpha)")
+        raise BadInputError("hiera tune fits dhr's parameters only (lam, top_docs, passage_alpha, doc_alpha)")
     fixed = parse_assignments(args.set, ["dhr"])["dhr"]
     grid = parse_assignments([g.split(",")[0] for g in args.grid], ["dhr"])["dhr"] if args.grid else {}
     unknown = sorted(set(grid) - {"top_docs"})
@@ -106,14 +157,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if alpha is None and stage == "hybrid-max" and any(q.gold_docs for q in questions):
         alpha, _ = tune_doc_alpha(col, questions, progress=not args.quiet)
         _log(f"hybrid-max document stage: doc_alpha = {alpha}")
+    # every tunable parameter is fitted unless held fixed with --set; the hybrid passage stage needs BM25
+    if "passage_alpha" in fixed:
+        pas: tuple[float, ...] = (fixed["passage_alpha"],)
+    else:
+        pas = PASSAGE_ALPHA.grid if "bm25" in col.built else (0.0,)
     res = tune_dhr(col, questions, top_docs, doc_stage=stage, target_k=args.target_k, progress=not args.quiet,
-                   log=_log, doc_alpha=alpha)
+                   log=_log, doc_alpha=alpha, passage_alphas=pas)
     chosen = {**res.params, "doc_stage": stage, **({"doc_alpha": alpha} if alpha is not None else {})}
     saved = None
     if not args.dry_run:
         meta = {"questions": str(args.questions), "n": len(questions), "target_k": args.target_k,
                 f"top{args.target_k}": res.target, "top1": res.top1}
-        saved = str(save_tuned(Path(args.index), chosen, meta))
+        saved = str(save_tuned(Path(args.index), chosen, meta, build_dir=col.build_dir))
     print(json.dumps({"retriever": "dhr", "params": chosen, f"top{args.target_k}": res.target, "top1": res.top1,
                       "saved": saved}))
     return 0
@@ -136,9 +192,11 @@ def register(add: Any) -> None:
     sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, TREC runs and topk.png here")
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
+    sp.add_argument("--set-k", type=int, default=10,
+                    help="--format quest: a method without an answer set predicts its top K documents (default 10)")
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
 
-    sp = add("tune", cmd_tune, "grid-search dhr's lam and top_docs (and doc_alpha) for top-k accuracy; saved beside the build")
+    sp = add("tune", cmd_tune, "grid-search dhr's lam, top_docs, passage_alpha (and doc_alpha) for top-k accuracy; saved beside the build")
     sp.add_argument("index")
     sp.add_argument("--questions", required=True)
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")

@@ -23,16 +23,18 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from hiera.errors import BadInputError
+from hiera.corpus.store import CorpusStore
+from hiera.errors import BadInputError, HieraError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import Question
 from hiera.index.build import live_build_dir
 from hiera.index.manifest import write_tuned
 from hiera.index.select import topk
+from hiera.lock import writer_lock
 from hiera.retrieve.dhr import DhrRetriever
 from hiera.retrieve.docstage import HYBRID_DEPTH, STAGES
 from hiera.retrieve.fusion import mix
-from hiera.spec import DOC_ALPHA, LAM, TOP_DOCS
+from hiera.spec import DOC_ALPHA, LAM, PASSAGE_ALPHA, TOP_DOCS
 
 
 @dataclass
@@ -56,9 +58,15 @@ def tune_dhr(
     doc_stage: str | None = None,
     target_k: int = 20,
     doc_alpha: float | None = None,
+    passage_alphas: Sequence[float] | None = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda m: None,
 ) -> TuneResult:
+    """Grid search of (passage_alpha ×) top_docs × lam for top-``target_k`` accuracy, top-1 breaking ties.
+
+    ``passage_alphas`` (the hybrid passage stage's BM25 weight) defaults to
+    0 alone, the paper's dense passage stage; pass its registry grid to fit it.
+    """
     if not questions:
         raise BadInputError("no questions to tune on")
     if any(not q.answers for q in questions):
@@ -69,6 +77,8 @@ def tune_dhr(
     fixed = {"doc_stage": doc_stage} if doc_stage else {}
     if doc_alpha is not None:
         fixed["doc_alpha"] = doc_alpha
+    pa_grid = sorted({PASSAGE_ALPHA.parse(a) for a in (passage_alphas if passage_alphas is not None else [0.0])})
+    fixed["passage_alpha"] = pa_grid[0]  # the grid decides; the build's value must not leak into candidates
     r = DhrRetriever(col, **fixed)
     params = dict(r.defaults)
     stage = params["doc_stage"]
@@ -77,7 +87,7 @@ def tune_dhr(
     for i in range(0, len(texts), 64):
         ctxs.extend(r._prepare(texts[i : i + 64], params))
     cands = [
-        r.candidates(q, ctx, max(td_grid), stage)
+        r.candidates(q, ctx, max(td_grid), stage, with_bm25=max(pa_grid) > 0)
         for q, ctx in tqdm(zip(texts, ctxs, strict=True), total=len(texts), desc="candidates", disable=not progress, leave=False)
     ]
     memo: dict[tuple[int, int], bool] = {}
@@ -89,10 +99,10 @@ def tune_dhr(
             memo[key] = has_answer(questions[qi].answers, p.text, questions[qi].answer_mode)
         return memo[key]
 
-    def score(lam: float, td: int) -> tuple[float, float]:
+    def score(lam: float, td: int, pa: float) -> tuple[float, float]:
         hit_k = hit_1 = 0
         for qi, c in enumerate(cands):
-            keep, final = c.fused(lam, td)
+            keep, final = c.fused(lam, td, pa)
             sel, _ = topk(final, target_k)
             pos = c.passages[keep][sel]
             flags = [answer_at(qi, int(p)) for p in pos]
@@ -102,20 +112,21 @@ def tune_dhr(
         return hit_k / n, hit_1 / n
 
     grid: list[dict[str, float]] = []
-    best = (-1.0, -1.0, 0.0, 0)
-    for td in td_grid:
-        coarse = {lam: score(lam, td) for lam in LAM.grid}
-        lam0 = max(coarse, key=lambda v: (coarse[v][0], coarse[v][1], -v))
-        scores = {**coarse, **{lam: score(lam, td) for lam in fine_grid(lam0) if lam not in coarse}}
-        for lam, (t20, t1) in sorted(scores.items()):
-            grid.append({"lam": lam, "top_docs": td, f"top{target_k}": t20, "top1": t1})
-            if (t20, t1) > (best[0], best[1]):
-                best = (t20, t1, lam, td)
-        lam_k1 = max(scores, key=lambda v: (scores[v], -v))
-        log(f"top_docs={td}: best lam={lam_k1} top{target_k}={scores[lam_k1][0]:.4f} top1={scores[lam_k1][1]:.4f}")
-    chosen = {"lam": best[2], "top_docs": best[3]}
-    if doc_alpha is not None:
-        chosen["doc_alpha"] = params["doc_alpha"]
+    best: tuple[float, float, float, int, float] = (-1.0, -1.0, 0.0, 0, 0.0)
+    for pa in pa_grid:
+        for td in td_grid:
+            coarse = {lam: score(lam, td, pa) for lam in LAM.grid}
+            lam0 = max(coarse, key=lambda v: (coarse[v][0], coarse[v][1], -v))
+            scores = {**coarse, **{lam: score(lam, td, pa) for lam in fine_grid(lam0) if lam not in coarse}}
+            for lam, (tk, t1) in sorted(scores.items()):
+                grid.append({"lam": lam, "top_docs": td, "passage_alpha": pa, f"top{target_k}": tk, "top1": t1})
+                if (tk, t1) > (best[0], best[1]):
+                    best = (tk, t1, lam, td, pa)
+            lam_td = max(scores, key=lambda v: (scores[v], -v))
+            log(f"passage_alpha={pa} top_docs={td}: best lam={lam_td} "
+                f"top{target_k}={scores[lam_td][0]:.4f} top1={scores[lam_td][1]:.4f}")
+    # passage_alpha always goes with the lam it was tuned with (0 when not searched)
+    chosen: dict[str, Any] = {"lam": best[2], "top_docs": best[3], "passage_alpha": best[4]}
     return TuneResult(params=chosen, target=best[0], top1=best[1], grid=grid, target_k=target_k)
 
 
@@ -149,9 +160,23 @@ def tune_doc_alpha(
     return best, scores
 
 
-def save_tuned(root: Any, params: dict[str, Any], meta: dict[str, Any], method: str = "dhr") -> Path:
-    """Record tuned values beside the live build (the manifest stays as built); they become its defaults."""
-    build_dir = live_build_dir(Path(root))
-    if build_dir is None:
-        raise BadInputError(f"{root} has no index to tune")
-    return write_tuned(build_dir, method, params, meta)
+def save_tuned(
+    root: Any, params: dict[str, Any], meta: dict[str, Any], method: str = "dhr", build_dir: Path | None = None
+) -> Path:
+    """Record tuned values beside the live build (the manifest stays as built); they become its defaults.
+
+    Holds the collection's writer lock. ``build_dir``: the build the values
+    were fitted on; if another build has been swapped in since, nothing is
+    saved (the values belong to the old one).
+    """
+    CorpusStore(Path(root))  # not a collection: refused before a lock file is created
+    with writer_lock(Path(root), "hiera tune"):
+        live = live_build_dir(Path(root))
+        if live is None:
+            raise BadInputError(f"{root} has no index to tune")
+        if build_dir is not None and Path(build_dir).resolve() != live:
+            raise HieraError(
+                f"{root} was rebuilt while tuning ({Path(build_dir).name} → {live.name}); the values were not "
+                "saved: rerun `hiera tune`"
+            )
+        return write_tuned(live, method, params, meta)

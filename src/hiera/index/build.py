@@ -14,8 +14,10 @@ build resumes.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,7 +30,9 @@ from hiera.encode import DEFAULT_MODEL, Encoder
 from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
-from hiera.index.manifest import Manifest, read_tuned, tuned_path
+from hiera.index.manifest import TUNED_SUFFIX, Manifest, read_tuned
+from hiera.io import fsync_dir
+from hiera.lock import writer_lock
 from hiera.spec import METHODS, method, resolve_doc_stage
 
 INDEX_LINK = "index"
@@ -86,11 +90,50 @@ def live_build_dir(root: Path) -> Path | None:
     return link.resolve()
 
 
-def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[str], None] = print) -> Manifest:
-    """Build every requested index of the collection at ``root`` and swap it in."""
-    opts = options or BuildOptions()
+def build(
+    root: str | Path,
+    options: BuildOptions | None = None,
+    log: Callable[[str], None] = print,
+    store: CorpusStore | None = None,
+) -> Manifest:
+    """Build every requested index of the collection at ``root`` and swap it in.
+
+    Holds the collection's writer lock (a second writer is refused at once).
+    A failure while writing (disk full, a file size limit) is a one-line
+    :class:`HieraError`; the live build is untouched.
+
+    ``store``: read the corpus through this store (``hiera add`` passes the
+    one whose ingest transaction is still open); the previous build is then
+    kept, for the caller to remove with :func:`remove_unused_builds` once it
+    has committed.
+    """
     root = Path(root)
-    store = CorpusStore(root)
+    CorpusStore(root)  # a missing collection is refused before the lock file is created
+    with writer_lock(root, "hiera build"):
+        manifest = _build_locked(root, options or BuildOptions(), log, store or CorpusStore(root))
+        if store is None:
+            remove_unused_builds(root)
+        return manifest
+
+
+def remove_unused_builds(root: Path) -> None:
+    """Every build but the live one, leftovers of killed builds and tuning files of removed builds.
+
+    Called under the writer lock, so no other build is being written.
+    """
+    builds = Path(root) / BUILDS
+    live = live_build_dir(Path(root))
+    if not builds.is_dir():
+        return
+    for p in builds.iterdir():
+        if p.is_dir() and (live is None or p.resolve() != live):
+            shutil.rmtree(p, ignore_errors=True)
+    for p in builds.glob(f"*{TUNED_SUFFIX}"):
+        if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir():
+            p.unlink(missing_ok=True)
+
+
+def _build_locked(root: Path, opts: BuildOptions, log: Callable[[str], None], store: CorpusStore) -> Manifest:
     if opts.bm25_doc_text not in DOC_TEXTS:
         raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
     if not (opts.bm25 or opts.dense):
@@ -117,16 +160,42 @@ def build(root: str | Path, options: BuildOptions | None = None, log: Callable[[
         manifest = _build_into(partial, store, opts, previous_dir, previous, log)
         final = builds / name
         os.replace(partial, final)
+        fsync_dir(builds)
         _swap_link(root, final)
-    except BaseException:
+        fsync_dir(root)
+    except BaseException as e:
         shutil.rmtree(partial, ignore_errors=True)
+        if _is_write_failure(e):
+            raise HieraError(
+                f"cannot write the new index of {root}: {_reason(e)}; the previous index is untouched "
+                "(free some space and rerun `hiera build`)"
+            ) from None
         raise
-    if previous_dir is not None and previous_dir != final and previous_dir.parent == builds:
-        shutil.rmtree(previous_dir, ignore_errors=True)
-        tuned_path(previous_dir).unlink(missing_ok=True)
-    for stale in builds.glob("*.partial"):  # leftovers of killed builds
-        shutil.rmtree(stale, ignore_errors=True)
     return manifest
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM})
+
+
+def _is_write_failure(e: BaseException) -> bool:
+    """Disk full, a file size limit, a read-only or failing disk — not a bug.
+
+    numpy and bm25s raise ``OSError``; the embedding cache raises SQLite's
+    ``OperationalError``; FAISS reports a failed ``fwrite`` as a ``RuntimeError``.
+    """
+    if isinstance(e, OSError):  # errno None: a short write ("1673 requested and 496 written", numpy's tofile)
+        return e.errno in _WRITE_ERRNOS or (e.errno is None and "written" in str(e))
+    text = str(e).lower()
+    if isinstance(e, sqlite3.OperationalError):
+        return any(w in text for w in ("disk", "full", "i/o", "readonly", "read-only"))
+    return isinstance(e, RuntimeError) and ("fwrite" in text or ("faiss" in text and "write" in text))
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        return f"{e.strerror or type(e).__name__} ({e.filename})" if e.filename else (e.strerror or str(e))
+    text = " ".join(str(e).split())
+    return text.splitlines()[0][:200] if text else type(e).__name__
 
 
 def _read_previous(previous_dir: Path | None) -> Manifest | None:
@@ -221,7 +290,7 @@ def _build_into(
         save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows), out / "dense" / "docs.faiss")
         # Passage-aggregate document vectors (issue 7): the normalized mean of a
         # document's passage vectors, free once passages are encoded.
-        mean = _mean_vectors(pvecs, offsets)
+        mean = _mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
         save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
         save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
@@ -268,7 +337,9 @@ def _vectors(
             todo &= ~found
     idx = np.flatnonzero(todo)
     if len(idx):
-        out[idx] = enc.encode_document([texts[i] for i in idx], progress=progress, desc=desc)
+        # rounded to float16 as the matrix stores them, so that FAISS indexes hold exactly the matrix's
+        # vectors, and an index appended to (hiera add) equals one built from scratch on the same documents
+        out[idx] = enc.encode_document([texts[i] for i in idx], progress=progress, desc=desc).astype(np.float16)
     return out
 
 

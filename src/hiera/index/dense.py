@@ -111,12 +111,19 @@ def faiss_search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return ids, scores
 
 
-def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16) -> None:
+def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16, chunk_rows: int = 65536) -> None:
+    """Write ``vectors`` as a ``.npy`` of ``dtype``, in chunks, then rename it into place.
+
+    Plain writes, not a memory map: on a full disk a write through a memory
+    map kills the process with SIGBUS, where ``write`` fails with ENOSPC,
+    which the build reports in one line.
+    """
     tmp = path.with_name(path.name + ".tmp.npy")
-    arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=vectors.shape)
-    arr[:] = vectors
-    arr.flush()
-    del arr
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": vectors.shape}
+    with open(tmp, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        for start in range(0, len(vectors), chunk_rows):
+            fh.write(np.ascontiguousarray(vectors[start : start + chunk_rows], dtype=dtype).tobytes())
     os.replace(tmp, path)
 
 

@@ -17,7 +17,9 @@ and the next build of the collection starts from them.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -27,7 +29,10 @@ from typing import Any
 
 from hiera import __version__
 from hiera.errors import IndexMissingError, ManifestMismatchError
-from hiera.io import write_json_atomic
+from hiera.io import loads_json, write_json_atomic
+from hiera.schema import MANIFEST as MANIFEST_SCHEMA
+from hiera.schema import TUNED as TUNED_SCHEMA
+from hiera.schema import SchemaError, validate
 
 MANIFEST = "manifest.json"
 FORMAT = "hiera-index/2"  # 2: per-method defaults, tuned values beside the build
@@ -57,6 +62,7 @@ class Manifest:
     faiss: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, dict[str, Any]] = field(default_factory=dict)  # method → parameter → value (hiera build --set)
     files: dict[str, int] = field(default_factory=dict)
+    checksums: dict[str, str] = field(default_factory=dict)  # sha256 of every file (`hiera check` verifies them)
     versions: dict[str, str] = field(default_factory=library_versions)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     format: str = FORMAT
@@ -70,12 +76,16 @@ class Manifest:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def write(self, build_dir: Path) -> None:
-        """Record file sizes, then write the manifest atomically (it goes last)."""
-        self.files = {
-            str(p.relative_to(build_dir)): p.stat().st_size
-            for p in sorted(build_dir.rglob("*"))
+        """Record file sizes and checksums, then write the manifest atomically (it goes last).
+
+        Every file is fsynced first, so a manifest on disk means its files are too.
+        """
+        files = [
+            p for p in sorted(build_dir.rglob("*"))
             if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
-        }
+        ]
+        self.files = {str(p.relative_to(build_dir)): p.stat().st_size for p in files}
+        self.checksums = {str(p.relative_to(build_dir)): file_sha256(p, sync=True) for p in files}
         write_json_atomic(build_dir / MANIFEST, self.to_dict())
 
     @classmethod
@@ -84,14 +94,19 @@ class Manifest:
         if not path.exists():
             raise IndexMissingError(f"{build_dir} has no {MANIFEST}: the index is missing or half-built; run `hiera build`")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise IndexMissingError(f"{path} is unreadable ({e}); rebuild with `hiera build`") from None
-        if data.get("format") != FORMAT:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else None
             raise ManifestMismatchError(
-                f"{path}: index format {data.get('format')!r}, this hiera reads {FORMAT!r}; rebuild with `hiera build` "
+                f"{path}: index format {found!r}, this hiera reads {FORMAT!r}; rebuild with `hiera build` "
                 "(cached embeddings make it quick)"
             )
+        try:
+            validate(data, MANIFEST_SCHEMA)
+        except SchemaError as e:
+            raise ManifestMismatchError(f"{path}: {e}; rebuild with `hiera build`") from None
         return cls.from_dict(data)
 
     def check_files(self, build_dir: Path) -> None:
@@ -107,6 +122,11 @@ class Manifest:
                 f"index files changed since the build ({', '.join(changed[:5])}); rebuild with `hiera build`"
             )
 
+    def check_checksums(self, build_dir: Path) -> list[str]:
+        """Files whose content differs from the build's (a full read of the index); [] when all match."""
+        return [f for f, digest in self.checksums.items()
+                if (build_dir / f).is_file() and file_sha256(build_dir / f) != digest]
+
     def check_model(self, level: str, fingerprint: str, name: str) -> None:
         built = self.models.get(level)
         if built is None:
@@ -116,6 +136,17 @@ class Manifest:
                 f"the {level} index was built with model {built['name']} (fingerprint {built['fingerprint'][:12]}), "
                 f"not {name} (fingerprint {fingerprint[:12]}); rebuild with `hiera build` or use the same model"
             )
+
+
+def file_sha256(path: Path, sync: bool = False) -> str:
+    """sha256 of a file's bytes; ``sync`` also fsyncs it (the build does, before its manifest)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+        if sync:
+            os.fsync(fh.fileno())
+    return h.hexdigest()
 
 
 def tuned_path(build_dir: Path) -> Path:
@@ -128,13 +159,14 @@ def read_tuned(build_dir: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ManifestMismatchError(f"{path} is unreadable ({e}); delete it or rerun `hiera tune`") from None
-    params = data.get("params") if isinstance(data, dict) else None
-    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise ManifestMismatchError(f"{path} is not a tuning file (no params per method); delete it or rerun `hiera tune`")
-    return params
+    try:
+        validate(data, TUNED_SCHEMA)
+    except SchemaError as e:
+        raise ManifestMismatchError(f"{path} is not a tuning file ({e}); delete it or rerun `hiera tune`") from None
+    return data["params"]
 
 
 def write_tuned(build_dir: Path, method: str, params: dict[str, Any], meta: dict[str, Any]) -> Path:

@@ -64,7 +64,11 @@ class BaseRetriever:
             if ctx.get("encode_ms"):
                 trace.append(TraceStep("encode-query", {"batched": len(qs)}, ctx["encode_ms"]))
             hits = self._search(q, k, lvl, p, trace, ctx)
-            out.append(Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace))
+            # a set method leaves its chosen members in ctx["answer_set"] (None: a ranking, no set)
+            out.append(
+                Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace,
+                        answer_set=ctx.get("answer_set"))
+            )
         return out
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:

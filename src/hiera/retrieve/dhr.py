@@ -26,7 +26,7 @@ from hiera.index.dense import faiss_search
 from hiera.index.select import concat_ranges, topk
 from hiera.retrieve.base import BaseRetriever, ranks_of
 from hiera.retrieve.docstage import STAGES, stage
-from hiera.retrieve.fusion import by_max, dhr_score
+from hiera.retrieve.fusion import by_max, dhr_score, mix
 from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
 from hiera.spec import resolve_doc_stage
 
@@ -39,11 +39,20 @@ class Candidates(NamedTuple):
     passages: np.ndarray  # passage positions of those documents, grouped by document
     passage_scores: np.ndarray  # passage-encoder cosine of each candidate
     per_doc: np.ndarray  # index into ``docs`` of each candidate passage
+    passage_bm25: np.ndarray | None = None  # BM25 score of each candidate (hybrid passage stage only)
 
-    def fused(self, lam: float, top_docs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def passage_stage(self, passage_alpha: float, keep: np.ndarray | None = None) -> np.ndarray:
+        """Passage-stage score: the cosine, or mixed with BM25 / the best BM25 among the kept candidates."""
+        dense = self.passage_scores if keep is None else self.passage_scores[keep]
+        if passage_alpha <= 0 or self.passage_bm25 is None:
+            return dense
+        bm25 = self.passage_bm25 if keep is None else self.passage_bm25[keep]
+        return mix(by_max(bm25), dense, passage_alpha)
+
+    def fused(self, lam: float, top_docs: int | None = None, passage_alpha: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(candidate indices, DHR scores) of the passages of the first ``top_docs`` documents."""
         keep = np.arange(len(self.passages)) if top_docs is None else np.flatnonzero(self.per_doc < top_docs)
-        return keep, dhr_score(self.passage_scores[keep], self.doc_scores[self.per_doc[keep]], lam)
+        return keep, dhr_score(self.passage_stage(passage_alpha, keep), self.doc_scores[self.per_doc[keep]], lam)
 
 
 class _Hierarchical(BaseRetriever):
@@ -73,17 +82,20 @@ class DhrRetriever(_Hierarchical):
 
     name = "dhr"
 
-    def candidates(self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str) -> Candidates:
-        """Document stage, then the passage encoder's score of every passage of those documents.
+    def candidates(
+        self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str, with_bm25: bool = False
+    ) -> Candidates:
+        """Document stage, then the passage encoder's score (and BM25's) of every passage of those documents.
 
-        Exposed so that tuning can re-rank the same candidates for many (λ, top_docs).
+        Exposed so that tuning can re-rank the same candidates for many (λ, top_docs, passage_alpha).
         """
         dpos, dsc = stage(doc_stage).top(self.col, query, ctx, min(top_docs, self.col.n_docs))
         starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
         cand = concat_ranges(starts, ends)
         pscore = self.col.passage_vectors[cand].astype(np.float32, copy=False) @ ctx["qp"]
         per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-        return Candidates(dpos, dsc, cand, pscore, per_doc)
+        bm25 = self.col.bm25_passages.scores(query)[cand] if with_bm25 else None
+        return Candidates(dpos, dsc, cand, pscore, per_doc, bm25)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         lam, top_docs = params["lam"], params["top_docs"]
@@ -92,17 +104,20 @@ class DhrRetriever(_Hierarchical):
             with timed(trace, "doc-stage", stage=params["doc_stage"]):
                 dpos, dsc = stage(params["doc_stage"]).top(self.col, query, ctx, min(k, self.col.n_docs))
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
+        pa = params["passage_alpha"]
         with timed(trace, "doc-stage+gather", stage=params["doc_stage"], top_docs=top_docs) as step:
-            c = self.candidates(query, ctx, top_docs, params["doc_stage"])
+            c = self.candidates(query, ctx, top_docs, params["doc_stage"], with_bm25=pa > 0)
             step.detail.update(documents=len(c.docs), candidates=len(c.passages))
-        with timed(trace, "passage-stage", lam=lam):
-            _, final = c.fused(lam)
+        with timed(trace, "passage-stage", lam=lam, passage_alpha=pa):
+            _, final = c.fused(lam, passage_alpha=pa)
             sel, fsc = topk(final, k)
         drank = np.arange(1, len(c.docs) + 1)
         stages = {
             "doc": (c.doc_scores[c.per_doc[sel]], drank[c.per_doc[sel]]),
             "passage": (c.passage_scores[sel], ranks_of(c.passage_scores)[sel]),
         }
+        if c.passage_bm25 is not None:
+            stages["bm25"] = (c.passage_bm25[sel], ranks_of(c.passage_bm25)[sel])
         return self.passage_hits(c.passages[sel], fsc, stages)
 
 

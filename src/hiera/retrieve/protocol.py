@@ -41,7 +41,9 @@ class Hit:
     """One ranked result with its provenance.
 
     For ``level="doc"`` results ``passage_id`` is the best passage that supports
-    the document when the method knows one, else ``None``.
+    the document when the method knows one, else ``None``. A set method
+    (``sets``) fills ``support`` for each member: constraint -> the sentence
+    that supports it (``evidence`` lists those sentences' passage ids).
     """
 
     rank: int
@@ -53,6 +55,8 @@ class Hit:
     text: str = ""
     stages: dict[str, StageScore] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)
+    # set queries: for each constraint a member satisfies, the sentence of the document that best supports it
+    support: dict[str, str] = field(default_factory=dict)
 
     def breadcrumb(self) -> str:
         return " › ".join((self.title, *self.section_path))

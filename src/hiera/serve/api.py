@@ -7,8 +7,9 @@ Design choices:
   BM25 matrices, encoder weights) happens in the lifespan start-up when
   ``warmup`` is on, so uvicorn only accepts connections once the first search
   will be as fast as the hundredth.
-* Endpoints are plain ``def`` functions: FastAPI runs them in its thread pool,
-  so searches overlap. The encoders and BM25 analyzers serialize their own
+* Searches run in a thread pool of their own (:class:`SearchPool`, with a
+  deadline each); the other endpoints are plain ``def`` functions that FastAPI
+  runs in its thread pool. Searches overlap: the encoders and BM25 analyzers serialize their own
   thread-unsafe calls, the corpus store opens one SQLite connection per
   thread, and FAISS/numpy reads need no lock.
 * Every error a user can cause is a 4xx with ``{"detail": "<one readable
@@ -16,6 +17,14 @@ Design choices:
   never a stack trace or a pydantic error list.
 * Request parameters are never turned into file paths: a document id is only
   a SQL parameter, and the only files served are the packaged web assets.
+* Hardened for being put behind a service (see :class:`Guard`): an optional
+  API key on every data endpoint (``Authorization: Bearer KEY`` or
+  ``X-API-Key``, compared in constant time; the page shell, its static assets
+  and the OpenAPI docs stay public, they hold no collection data), a request
+  body limit (413), CORS off unless one origin is allowed, and a time limit per
+  search: a search runs in a bounded pool and answers 504 when it takes longer
+  than ``search_timeout``, 503 when too many are already waiting, instead of
+  holding connections open without bound.
 * Method parameters are not written here: ``/search``'s query parameters, their
   OpenAPI schema and bounds, and ``/methods`` are generated from the registry in
   :mod:`hiera.spec`, so a new method appears on the API (and on the page, which
@@ -24,11 +33,17 @@ Design choices:
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import inspect
+import json
 import logging
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +57,7 @@ from hiera import __version__
 from hiera.collection import Collection
 from hiera.corpus.tree import Document, Passage, Section
 from hiera.errors import HieraError
+from hiera.index.build import live_build_dir
 from hiera.retrieve import get_retriever
 from hiera.retrieve.protocol import Retriever
 from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, Param, all_params
@@ -52,6 +68,136 @@ WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_LINKS = 200
 MAX_DOC_ID_CHARS = 1000
 PROCESS_TIME_HEADER = "X-Process-Time-Ms"
+API_KEY_ENV = "HIERA_API_KEY"
+MAX_BODY_BYTES = 64 * 1024  # the API takes no request bodies; this only bounds what a client may send
+SEARCH_TIMEOUT_S = 30.0
+SEARCH_WORKERS = 8
+MAX_PENDING_SEARCHES = 256  # searches running or queued before new ones get 503
+# No collection data behind these: the page shell, its assets and the API description.
+PUBLIC_PATHS = ("/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/favicon.ico")
+PUBLIC_PREFIXES = ("/static/",)
+
+
+class Guard:
+    """ASGI middleware: request body limit, then the API key; one-line JSON ``detail`` on refusal.
+
+    A body announced larger than ``max_body`` is refused (413) before it is
+    read; a body without a length (chunked) is read up to the limit and then
+    refused. With ``api_key`` set, every path but :data:`PUBLIC_PATHS` needs
+    ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (401 otherwise).
+    """
+
+    def __init__(self, app: Any, api_key: str | None, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.key = api_key.encode() if api_key else None
+        self.max_body = max_body
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: dict[bytes, bytes] = {}
+        for k, v in scope.get("headers", []):
+            headers.setdefault(k.lower(), v)
+        length = headers.get(b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                await _refuse(send, 400, "the Content-Length header is not a number")
+                return
+            if int(length) > self.max_body:
+                await _refuse(send, 413, f"the request body is {int(length)} bytes; the limit is {self.max_body}")
+                return
+        if self.key is not None and not _public(scope.get("path", "")) and not self._authorized(headers):
+            await _refuse(send, 401, "an API key is required: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                          [(b"www-authenticate", b'Bearer realm="hiera"')])
+            return
+        if length is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+            body, more, messages = 0, True, []
+            while more:
+                msg = await receive()
+                messages.append(msg)
+                body += len(msg.get("body", b""))
+                more = msg.get("more_body", False) and msg.get("type") == "http.request"
+                if body > self.max_body:
+                    await _refuse(send, 413, f"the request body is over the limit of {self.max_body} bytes")
+                    return
+            replay = iter(messages)
+
+            async def receive_again() -> dict:
+                return next(replay, {"type": "http.request", "body": b"", "more_body": False})
+
+            await self.app(scope, receive_again, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+        assert self.key is not None
+        auth = headers.get(b"authorization", b"")
+        given = auth[7:].strip() if auth[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"").strip()
+        return bool(given) and hmac.compare_digest(given, self.key)
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+async def _refuse(send: Callable, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+    log.info("refused %d: %s", status, detail)
+
+
+class SearchPool:
+    """Searches run here, each with a deadline: 504 past ``timeout``, 503 when ``max_pending`` are in the pool.
+
+    A search past its deadline cannot be interrupted (FAISS and numpy do not
+    check for cancellation); its thread finishes it and the result is dropped,
+    and ``max_pending`` bounds how many such threads can pile up.
+    """
+
+    def __init__(self, timeout: float = SEARCH_TIMEOUT_S, workers: int = SEARCH_WORKERS,
+                 max_pending: int = MAX_PENDING_SEARCHES) -> None:
+        if not timeout > 0:
+            raise HieraError(f"the search timeout must be positive, got {timeout}")
+        self.timeout = timeout
+        self.max_pending = max_pending
+        self.workers = workers
+        self.executor: ThreadPoolExecutor | None = None  # one per lifespan: an app may be served more than once
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._pending >= self.max_pending:
+                raise HTTPException(
+                    status_code=503, detail=f"the server is busy ({self._pending} searches in progress); retry shortly",
+                    headers={"Retry-After": "1"},
+                )
+            self._pending += 1
+            if self.executor is None:
+                self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="hiera-search")
+            executor = self.executor
+        fut = executor.submit(fn)
+        fut.add_done_callback(lambda _: self._done())
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout)
+        except TimeoutError:
+            raise HTTPException(
+                status_code=504,
+                detail=f"the search took longer than {self.timeout:g} s and was abandoned; try a smaller k or top_docs",
+            ) from None
+
+    def _done(self) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
 class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
@@ -60,7 +206,7 @@ class Service:
         self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16"
     ) -> None:
         self.root = Path(root)
-        self.col = Collection(self.root, vectors=vectors)
+        self.vectors = vectors
         self.reranker = None
         self.rerank_depth = rerank_depth
         if reranker is not None:
@@ -69,11 +215,54 @@ class Service:
             if not 1 <= rerank_depth <= MAX_DEPTH:
                 raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
             self.reranker = Reranker(reranker)
-        built = self.col.built
-        self.missing = {n: sorted(set(s.requires) - built) for n, s in METHODS.items()}
-        self.available = [n for n in METHODS if not self.missing[n]]
-        self.retrievers: dict[str, Retriever] = {n: get_retriever(n, self.col) for n in self.available}
         self.warm = False
+        self.limits: dict[str, Any] = {}  # the server's own limits, shown by /health
+        self.stale: str | None = None  # why searches are refused until the next build, if they are
+        self._reload_lock = threading.Lock()
+        self._checked = time.monotonic()
+        self._serve(Collection(self.root, vectors=vectors))
+
+    def _serve(self, col: Collection) -> None:
+        """Serve ``col``: one retriever per method its build can serve (a reference swap, so requests see one build)."""
+        built = col.built
+        missing = {n: sorted(set(s.requires) - built) for n, s in METHODS.items()}
+        available = [n for n in METHODS if not missing[n]]
+        retrievers: dict[str, Retriever] = {n: get_retriever(n, col) for n in available}
+        self.col, self.missing, self.available, self.retrievers = col, missing, available, retrievers
+
+    def refresh(self, every: float = 1.0) -> None:
+        """Pick up a build swapped in since the last look (``hiera build``/``add``), without a restart.
+
+        At most one look a second: a readlink and the corpus version. The new
+        build is opened and warmed while the old one keeps answering. If
+        documents were ingested but not yet built, searches are refused with a
+        message saying so until a build arrives (the old index no longer
+        describes the corpus).
+        """
+        now = time.monotonic()
+        if now - self._checked < every or not self._reload_lock.acquire(blocking=False):
+            return
+        try:
+            self._checked = now
+            live = live_build_dir(self.root)
+            if live is not None and live != self.col.build_dir:
+                try:
+                    col = Collection(self.root, vectors=self.vectors)
+                except HieraError as e:
+                    self.stale = f"the collection changed and its new index cannot be served ({e})"
+                    log.warning("%s", self.stale)
+                    return
+                if self.warm:
+                    col.warmup()
+                self._serve(col)
+                log.info("now serving build %s of %s", col.build_dir.name, self.root)
+            version = self.col.store.version
+            self.stale = None if version == self.col.manifest.corpus_version else (
+                f"documents were ingested into {self.root.name} after its index was built; "
+                f"searches resume once `hiera build {self.root}` finishes"
+            )
+        finally:
+            self._reload_lock.release()
 
     def warmup(self) -> None:
         """Load every index and model and run one search per retriever (numba, BLAS, caches)."""
@@ -110,6 +299,8 @@ class Service:
             "status": "ok",
             "version": __version__,
             "collection": self.root.name,
+            "build": self.col.build_dir.name,
+            "stale": self.stale,
             "warm": self.warm,
             "stats": self.col.store.stats(),
             "models": {level: {"name": info.get("name"), "fingerprint": str(info.get("fingerprint", ""))[:12]}
@@ -121,7 +312,7 @@ class Service:
             "reranker": None
             if self.reranker is None
             else {"name": self.reranker.name, "threshold": self.reranker.threshold, "depth": self.rerank_depth},
-            "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS},
+            "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS, **self.limits},
         }
 
     def methods(self) -> list[dict[str, Any]]:
@@ -244,21 +435,39 @@ def create_app(
     reranker: Path | None = None,
     rerank_depth: int = 20,
     vectors: str = "float16",
+    *,
+    api_key: str | None = None,
+    cors_origin: str | None = None,
+    search_timeout: float = SEARCH_TIMEOUT_S,
+    max_body: int = MAX_BODY_BYTES,
+    max_pending: int = MAX_PENDING_SEARCHES,
 ) -> FastAPI:
     """The API for the collection at ``root``.
 
     The collection is opened here, not at the first request, so a wrong
     directory or a stale index fails at start-up with its own message
     (a :class:`HieraError`). ``warmup`` loads everything before serving.
+
+    ``api_key``: required on every data endpoint (``None``: the
+    ``HIERA_API_KEY`` environment variable if set; ``""``: no key).
+    ``cors_origin``: the one origin whose pages may call the API (default:
+    none, so browsers keep other sites' pages from reading it).
     """
+    if api_key is None:
+        api_key = os.environ.get(API_KEY_ENV) or None
     service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors)
+    pool = SearchPool(search_timeout, max_pending=max_pending)
+    service.limits = {"search_timeout_s": search_timeout, "body_bytes": max_body, "pending_searches": max_pending}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warmup:
             service.warmup()
         log.info("serving %s: %d documents, retrievers %s", service.root, service.col.n_docs, ", ".join(service.available))
-        yield
+        try:
+            yield
+        finally:
+            pool.shutdown()
 
     app = FastAPI(
         title="hiera",
@@ -268,6 +477,17 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.pool = pool
+    app.state.api_key_required = bool(api_key)
+    # Starlette runs the last added middleware first: CORS answers preflights before the key is asked for.
+    app.add_middleware(Guard, api_key=api_key, max_body=max_body)
+    if cors_origin:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware, allow_origins=[cors_origin], allow_methods=["GET"],
+            allow_headers=["Authorization", "X-API-Key"], expose_headers=[PROCESS_TIME_HEADER],
+        )
 
     @app.middleware("http")
     async def timing(request: Request, call_next: Callable[[Request], Any]) -> Response:
@@ -293,7 +513,7 @@ def create_app(
 
     method_params, canonical = _method_parameters()
 
-    def search(
+    async def search(
         q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool, **given: Any
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
@@ -306,6 +526,9 @@ def create_app(
             raise _unprocessable("the query is empty: type a question")
         if len(q) > MAX_QUERY_CHARS:
             raise _unprocessable(f"the query is {len(q)} characters long; the limit is {MAX_QUERY_CHARS}")
+        service.refresh()
+        if service.stale:
+            raise HTTPException(status_code=503, detail=service.stale)
         r = service.retriever(retriever, rerank=rerank)
         values = {canonical[n]: v for n, v in given.items() if v is not None and v != ""}
         params = {n: v for n, v in values.items() if r.spec.param(n) is not None}
@@ -314,11 +537,15 @@ def create_app(
         except HieraError as e:
             raise _unprocessable(str(e)) from None
         ignored = sorted(set(values) - set(params))
-        t0 = time.perf_counter()
-        res = r.search(q, k=k, level=level, **params)
-        took = (time.perf_counter() - t0) * 1000.0
-        body = res.to_dict()
-        body["took_ms"] = round(took, 3)
+
+        def run() -> dict[str, Any]:
+            t0 = time.perf_counter()
+            res = r.search(q, k=k, level=level, **params)
+            body = res.to_dict()
+            body["took_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
+            return body
+
+        body = await pool.run(run)
         body["ignored"] = ignored
         return JSONResponse(body)
 
@@ -364,6 +591,7 @@ def create_app(
 
     @app.get("/health", summary="Collection statistics, models and retrievers")
     def health() -> JSONResponse:
+        service.refresh()
         return JSONResponse(service.health())
 
     @app.get("/", include_in_schema=False)

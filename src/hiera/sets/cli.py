@@ -5,6 +5,13 @@ query's set expression: its QUEST template, its atomic constraints and the
 expression tree (``--json``: one object with ``template``, ``constraints``,
 ``expression``, ``notes``, ``query``, ``parser`` and ``fallback``).
 
+``hiera sets tune COLL --questions FILE --format quest --classifier DIR
+[--set candidates=N] [--set decompose=false] [--dry-run]`` runs the ``sets``
+method over validation queries and picks the classifier's thresholds for avg
+F1 of the predicted sets, and whether blending in the constraints' BM25 scores
+helps (:mod:`hiera.sets.tune`; ``--set lexical_weight=W`` fixes it), saved in
+``DIR/hiera-sets.json``.
+
 Registered into the main parser through :func:`register`; nothing heavier
 than the rule-based parser is imported unless asked for.
 """
@@ -36,7 +43,43 @@ def cmd_sets_parse(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"parse": cmd_sets_parse}
+def cmd_sets_tune(args: argparse.Namespace) -> int:
+    """Pick the classifier's thresholds for avg F1 on validation queries; save them beside it unless ``--dry-run``."""
+    import sys
+
+    from hiera.collection import Collection
+    from hiera.retrieve.sets import SetsRetriever
+    from hiera.sets.classifier import write_thresholds
+    from hiera.sets.evaluate import gold_ids
+    from hiera.sets.queries import load_set_queries
+    from hiera.sets.tune import LEXICAL_GRID, thresholds_from, tune_blend
+    from hiera.spec import parse_assignments
+
+    if args.format != "quest":
+        raise BadInputError(f"hiera sets tune reads QUEST-format set queries (--format quest), not {args.format!r}")
+    params = parse_assignments(args.set, ["sets"])["sets"]
+    params.pop("threshold", None)
+    fixed = params.pop("lexical_weight", None)
+    params["classifier"] = args.classifier
+    col = Collection(args.index)
+    queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
+    r = SetsRetriever(col, **params)
+    if not args.quiet:
+        print(f"scoring {len(queries)} validation queries ...", file=sys.stderr)
+    plans = r.batch_plans([q.query for q in queries])
+    golds = [gold_ids(col.store, q)[0] for q in queries]
+    res = tune_blend(plans, golds, weights=LEXICAL_GRID if fixed is None else (fixed,))
+    meta = {"questions": str(args.questions), "n": len(queries), "candidates": r.defaults["candidates"],
+            "parser": r.defaults["parser"], "collection": str(col.root)}
+    saved = None
+    if not args.dry_run:
+        saved = str(write_thresholds(args.classifier, thresholds_from(res, args.classifier, meta)))
+    res.pop("curve", None)
+    print(json.dumps({**res, "saved": saved}, ensure_ascii=False))
+    return 0
+
+
+SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"parse": cmd_sets_parse, "tune": cmd_sets_tune}
 
 
 def cmd_sets(args: argparse.Namespace) -> int:
@@ -66,3 +109,21 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
         help="rules (word lists; default) or rules+spacy (spaCy's tags; needs spaCy and an English model)",
     )
     p.set_defaults(handler=cmd_sets)
+
+    from hiera.cli import add_set_option
+
+    t = sub.add_parser(
+        "tune",
+        help="choose the set classifier's thresholds for avg F1 on validation queries (saved beside it)",
+        description="Run the sets method over validation queries once, then search the threshold(s) that maximize "
+        "avg F1 of the predicted sets (QUEST's threshold search); saved in CLASSIFIER/hiera-sets.json.",
+    )
+    t.add_argument("index", metavar="COLL")
+    t.add_argument("--questions", required=True, help="validation queries (QUEST format, with gold sets)")
+    t.add_argument("--format", default="quest", help="question format: quest")
+    t.add_argument("--classifier", required=True, help="the classifier directory (hiera train-classifier)")
+    add_set_option(t, "a sets parameter held fixed while tuning (candidates=50, decompose=false, ...)")
+    t.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    t.add_argument("--dry-run", action="store_true", help="print the thresholds without saving them")
+    t.add_argument("--quiet", "-q", action="store_true")
+    t.set_defaults(handler=cmd_sets)

@@ -312,7 +312,9 @@ def evaluate(
     expr: Expr, member_sets: ScoreTable, candidate_scores: ScoreTable | None = None
 ) -> dict[str, float]:
     """The members of ``expr`` with their combined scores (see the module docstring)."""
-    return evaluate_trace(expr, member_sets, candidate_scores).scores
+    candidate_scores = candidate_scores or {}
+    _check_tables(expr, member_sets, candidate_scores)
+    return _Evaluator(member_sets, candidate_scores).members(expr)
 
 
 def evaluate_trace(
@@ -320,12 +322,7 @@ def evaluate_trace(
 ) -> SetResult:
     """:func:`evaluate` plus, per excluded candidate, the constraints that excluded it."""
     candidate_scores = candidate_scores or {}
-    for a in atoms(expr):
-        if a.text not in member_sets:
-            raise BadInputError(f"no member set for constraint {a.text!r}")
-        _check_scores(a.text, member_sets[a.text])
-        if a.text in candidate_scores:
-            _check_scores(a.text, candidate_scores[a.text])
+    _check_tables(expr, member_sets, candidate_scores)
     ev = _Evaluator(member_sets, candidate_scores)
     scores = ev.members(expr)
     excluded: dict[str, list[Exclusion]] = {}
@@ -333,6 +330,28 @@ def evaluate_trace(
     for doc in pool:
         excluded[doc] = _dedupe(ev.why_not(expr, doc))
     return SetResult(scores=scores, excluded=excluded)
+
+
+def soft_scores(
+    expr: Expr, member_sets: ScoreTable, candidate_scores: ScoreTable | None, docs: Iterable[str]
+) -> dict[str, float]:
+    """How strongly ``expr`` holds for each of ``docs`` judging by every score, accepted or not.
+
+    The soft scores of the module docstring (atom: its candidate score, ``And``
+    min, ``Or`` max, ``Diff`` ``x · (1 − y)``): what ranks the documents that are
+    not members, e.g. after the members in a set retriever's ranking.
+    """
+    ev = _Evaluator(member_sets, candidate_scores or {})
+    return {d: ev.soft(expr, d) for d in docs}
+
+
+def _check_tables(expr: Expr, member_sets: ScoreTable, candidate_scores: ScoreTable) -> None:
+    for a in atoms(expr):
+        if a.text not in member_sets:
+            raise BadInputError(f"no member set for constraint {a.text!r}")
+        _check_scores(a.text, member_sets[a.text])
+        if a.text in candidate_scores:
+            _check_scores(a.text, candidate_scores[a.text])
 
 
 def _check_scores(name: str, table: Mapping[str, float]) -> None:
@@ -440,6 +459,7 @@ __all__ = [
     "from_json",
     "from_template",
     "marked_atoms",
+    "soft_scores",
     "template",
     "to_infix",
     "to_json",

@@ -31,8 +31,13 @@ from hiera.sets.queries import SetQuery, load_set_queries, read_predictions
 NO_TEMPLATE = "(none)"
 
 
-def _block(ranked: Mapping[str, Sequence[str]], gold: Mapping[str, set[str]], ks: list[int]) -> dict[str, Any]:
-    sm = set_metrics(ranked, gold)
+def _block(
+    ranked: Mapping[str, Sequence[str]],
+    gold: Mapping[str, set[str]],
+    ks: list[int],
+    sets: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    sm = set_metrics(ranked if sets is None else sets, gold)
     out: dict[str, Any] = {
         "set_precision": sm["avg_precision"],
         "set_recall": sm["avg_recall"],
@@ -45,12 +50,18 @@ def _block(ranked: Mapping[str, Sequence[str]], gold: Mapping[str, set[str]], ks
 
 
 def quest_scores(
-    gold: Sequence[SetQuery], predictions: Mapping[str, Sequence[str]], ks: Iterable[int] = QUEST_KS
+    gold: Sequence[SetQuery],
+    predictions: Mapping[str, Sequence[str]],
+    ks: Iterable[int] = QUEST_KS,
+    sets: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """QUEST's metrics for ``predictions`` (query text -> ranked titles) against ``gold``.
 
     The predicted set for avg P/R/F1 is the whole list; Recall@K and
     MRecall@K cut it at K before making it a set, as the official script does.
+    With ``sets`` (query text -> predicted set) avg P/R/F1 are computed on
+    those sets instead, and the lists only give Recall@K and MRecall@K (a set
+    method's members, and its full ranking).
     """
     ks = list(ks)
     if not gold:
@@ -58,13 +69,19 @@ def quest_scores(
     ids = [str(i) for i in range(len(gold))]
     gold_sets = {i: set(q.docs) for i, q in zip(ids, gold, strict=True)}
     ranked = {i: list(predictions[q.query]) for i, q in zip(ids, gold, strict=True) if q.query in predictions}
-    out = _block(ranked, gold_sets, ks)
+    chosen = None if sets is None else {i: list(sets[q.query]) for i, q in zip(ids, gold, strict=True) if q.query in sets}
+    out = _block(ranked, gold_sets, ks, chosen)
     out["missing"] = len(gold) - len(ranked)
     groups: dict[str, list[str]] = defaultdict(list)
     for i, q in zip(ids, gold, strict=True):
         groups[q.template or NO_TEMPLATE].append(i)
     out["by_template"] = {
-        t: _block({i: ranked[i] for i in g if i in ranked}, {i: gold_sets[i] for i in g}, ks)
+        t: _block(
+            {i: ranked[i] for i in g if i in ranked},
+            {i: gold_sets[i] for i in g},
+            ks,
+            None if chosen is None else {i: chosen[i] for i in g if i in chosen},
+        )
         for t, g in sorted(groups.items())
     }
     return out

@@ -106,3 +106,44 @@ class RerankerArgs:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class ClassifierArgs(RerankerArgs):
+    """How ``hiera train-classifier`` trains the set-query relevance classifier (QUEST's recipe).
+
+    The training units are the atomic constraints of QUEST-format queries
+    (and, with ``units="atoms+queries"``, the whole queries, which the
+    undecomposed baseline classifies): each unit's known members are its
+    positives, replicated to match its negatives; ``negatives`` per unit are
+    half BM25's top non-members (where the unit's members are known completely)
+    or known non-members, half random documents.
+    """
+
+    negatives: int = 16  # per unit; positives are replicated to match (QUEST: balanced classes)
+    units: str = "atoms+queries"  # "atoms": constraints only
+    atom_text: str = "parsed"  # "parsed": the set parser's constraint texts (what inference sees); "gold": metadata/<mark>
+    or_positives: str = "bm25"  # a union's gold documents go to the alternative BM25 scores clearly highest; "none"
+    # the lead sentence says what an entity is: 64 tokens (constraint, title, about the first sentence) keep CPU
+    # training affordable (bench/quest_sets.py, a 20-minute budget on a shared 2-core machine: 64 tokens ran 235
+    # steps to a held-out pair AUC of 0.955, 96 tokens 148 steps to 0.90); batches of 16 give a short run more
+    # updates
+    max_length: int = 64
+    batch_size: int = 16
+    learning_rate: float = 8e-5
+
+    def check(self) -> ClassifierArgs:
+        if self.negatives < 2:
+            raise BadInputError("--negatives must be at least 2 (half BM25 or known non-members, half random)")
+        if self.units not in ("atoms", "atoms+queries"):
+            raise BadInputError(f"--units must be atoms or atoms+queries, got {self.units!r}")
+        if self.atom_text not in ("parsed", "gold"):
+            raise BadInputError(f"--atom-text must be parsed or gold, got {self.atom_text!r}")
+        if self.or_positives not in ("bm25", "none"):
+            raise BadInputError(f"--or-positives must be bm25 or none, got {self.or_positives!r}")
+        if not 0.0 <= self.dev_fraction < 1.0:
+            raise BadInputError("--dev-fraction must be in [0, 1)")
+        if self.batch_size <= 0 or self.max_length <= 0:
+            raise BadInputError("--batch-size and --max-length must be positive")
+        _check_warmup(self.warmup_ratio)
+        return self

@@ -34,7 +34,7 @@ from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
-from hiera.models import offline, quiet_transformers
+from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
     last_checkpoint,
@@ -105,7 +105,9 @@ def fit(
     transformers.set_seed(args.seed)
     card = SentenceTransformerModelCardData(generate_widget_examples=False)
     with quiet_transformers():
-        model = SentenceTransformer(str(resolve_model_path(args.base_model)), device="cpu", model_card_data=card)
+        base = resolve_model_path(args.base_model)
+        check_weights(base)
+        model = SentenceTransformer(str(base), device="cpu", model_card_data=card)
     if args.max_seq_length:
         model.max_seq_length = args.max_seq_length
     loss = MultipleNegativesRankingLoss(model, scale=args.scale)

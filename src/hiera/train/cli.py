@@ -1,4 +1,4 @@
-"""``hiera train`` (dual encoders) and ``hiera train-reranker`` (cross-encoder)."""
+"""``hiera train`` (dual encoders), ``hiera train-reranker`` and ``hiera train-classifier`` (cross-encoders)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,52 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_classifier(args: argparse.Namespace) -> int:
+    from hiera.sets.queries import load_set_queries
+    from hiera.train.args import ClassifierArgs
+    from hiera.train.classifier import train_classifier
+
+    if args.format != "quest":
+        raise BadInputError(f"train-classifier reads QUEST-format set queries (--format quest), not {args.format!r}")
+    cargs = ClassifierArgs(
+        base_model=args.base_model,
+        negatives=args.negatives,
+        units=args.units,
+        atom_text=args.atom_text,
+        or_positives=args.or_positives,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_examples=args.max_examples,
+        **({"learning_rate": args.lr} if args.lr is not None else {}),
+        max_length=args.max_length,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        max_minutes=args.max_minutes,
+        dev_fraction=args.dev_fraction,
+        progress=not args.quiet,
+    )
+    queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
+    dev = load_set_queries(args.dev_questions, require_docs=True) if args.dev_questions else None
+    report = train_classifier(
+        args.index, queries, args.out, cargs, dev_queries=dev, log=_log if not args.quiet else (lambda m: None)
+    )
+    print(
+        json.dumps(
+            {
+                "model": args.out,
+                "threshold": report["threshold"],
+                "dev": report["dev"],
+                "train": report["train"],
+                "seconds_total": report["seconds_total"],
+                "peak_rss_mb": report["peak_rss_mb"],
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
 def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     sp.add_argument("index", help="a built collection (BM25 is needed for positives and negatives)")
     sp.add_argument("--questions", required=True, help="training questions (never the ones you report on)")
@@ -175,4 +221,24 @@ def register(add: Any) -> None:
         "--dev-questions", default=None, help="calibration questions (default: hold out --dev-fraction)"
     )
     sp.add_argument("--dev-format", default=None)
+    sp.add_argument("--dev-fraction", type=float, default=0.1)
+
+    sp = add(
+        "train-classifier",
+        cmd_train_classifier,
+        "train the set-query (QUEST) relevance classifier: a cross-encoder over (constraint, document)",
+    )
+    _common(sp, "quest")
+    sp.set_defaults(batch_size=16)  # ClassifierArgs' default: more updates in a short CPU budget
+    sp.add_argument("--negatives", type=int, default=16, help="per constraint: half BM25 / known non-members, half random; positives replicated to match")
+    sp.add_argument("--units", choices=["atoms+queries", "atoms"], default="atoms+queries",
+                    help="train on the atomic constraints and the whole queries (the undecomposed baseline), or atoms only")
+    sp.add_argument("--atom-text", choices=["parsed", "gold"], default="parsed",
+                    help="a constraint's text as the set parser reads it (what search sees) or as annotated")
+    sp.add_argument("--or-positives", choices=["bm25", "none"], default="bm25",
+                    help="a union's gold documents: positives of the alternative BM25 scores clearly highest, or of none")
+    sp.add_argument("--max-length", type=int, default=64, help="input tokens: constraint, title, about the lead sentence")
+    sp.add_argument("--save-steps", type=int, default=100)
+    sp.add_argument("--dev-questions", default=None, help="queries whose constraints calibrate the pair threshold "
+                    "(default: hold out --dev-fraction of the constraints)")
     sp.add_argument("--dev-fraction", type=float, default=0.1)

@@ -29,7 +29,7 @@ from hiera.encode import resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
-from hiera.models import offline, quiet_transformers
+from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
@@ -139,13 +139,6 @@ def train_reranker(
     args.check()
     offline()
     require_training_libs()
-    import datasets
-    import transformers
-    from sentence_transformers import CrossEncoder, CrossEncoderTrainer
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
-
-    datasets.disable_progress_bars()
-    out = Path(out)
     t0 = time.perf_counter()
     col = Collection(index)
     pool = PassagePool.from_collection(col)
@@ -167,14 +160,55 @@ def train_reranker(
     if len(train_pairs) < 2:
         raise HieraError("fewer than 2 training pairs; give more questions")
     log(f"reranker: {len(train_pairs)} training pairs from {len(qs)} questions, {len(dev_pairs)} dev pairs")
+    return fit_cross_encoder(
+        train_pairs,
+        train_labels,
+        dev_pairs,
+        dev_labels,
+        args,
+        out,
+        report={"collection": str(col.root), "train": {"questions": len(qs)}, "dev_questions": len(dev_questions)},
+        t0=t0,
+        log=log,
+    )
+
+
+def fit_cross_encoder(
+    train_pairs: Sequence[tuple[str, str]],
+    train_labels: Sequence[float],
+    dev_pairs: Sequence[tuple[str, str]],
+    dev_labels: Sequence[float],
+    args: RerankerArgs,
+    out: str | Path,
+    report: dict[str, Any] | None = None,
+    t0: float | None = None,
+    log: Callable[[str], None] = print,
+    name: str = "reranker",
+) -> dict[str, Any]:
+    """Train a one-logit cross-encoder with BCE on labelled pairs, calibrate its threshold, publish ``out``.
+
+    What ``hiera train-reranker`` and ``hiera train-classifier`` share: a seeded
+    run from ``args.base_model``, checkpoints under ``OUT.work`` (a rerun resumes
+    from the newest), the ``--max-minutes`` budget, the F1-maximizing threshold on
+    ``dev_pairs``, and an atomic publish of the model with ``hiera-reranker.json``
+    (``report``'s fields, then the run's: threshold, dev, train, wall time, peak RSS).
+    """
+    import datasets
+    import transformers
+    from sentence_transformers import CrossEncoder, CrossEncoderTrainer
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    datasets.disable_progress_bars()
+    out = Path(out)
+    t0 = time.perf_counter() if t0 is None else t0
     transformers.set_seed(args.seed)
     with quiet_transformers():  # a fresh one-logit head: "newly initialized weights" is expected
-        model = CrossEncoder(
-            str(resolve_model_path(args.base_model)), num_labels=1, max_length=args.max_length, device="cpu"
-        )
+        base = resolve_model_path(args.base_model)
+        check_weights(base)
+        model = CrossEncoder(str(base), num_labels=1, max_length=args.max_length, device="cpu")
     work = out.with_name(out.name + ".work")
     dataset = datasets.Dataset.from_dict(
-        {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": train_labels}
+        {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": list(train_labels)}
     )
     callbacks = time_budget_callback(args.max_minutes)
     trainer = CrossEncoderTrainer(
@@ -194,17 +228,18 @@ def train_reranker(
     train_seconds = time.perf_counter() - t
     calib: dict[str, Any] = {"threshold": 0.5, "note": "no dev pairs: default threshold"}
     if dev_pairs and 0 < sum(dev_labels) < len(dev_labels):
-        probs = model.predict(dev_pairs, batch_size=64, show_progress_bar=False)
+        probs = model.predict(list(dev_pairs), batch_size=64, show_progress_bar=False)
         calib = calibrate_threshold(np.asarray(probs), np.asarray(dev_labels))
     tmp = out.with_name(out.name + ".partial")
     model.save(str(tmp))
-    report = {
+    extra = dict(report or {})
+    full = {
         "args": args.to_dict(),
-        "collection": str(col.root),
+        **{k: v for k, v in extra.items() if k != "train"},
         "threshold": calib["threshold"],
         "dev": calib,
         "train": {
-            "questions": len(qs),
+            **extra.get("train", {}),
             "pairs": len(train_pairs),
             "positives": int(sum(train_labels)),
             "steps": int(trainer.state.global_step),
@@ -213,14 +248,13 @@ def train_reranker(
             "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
             "resumed_from": resume,
         },
-        "dev_questions": len(dev_questions),
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
-    write_json_atomic(tmp / META_FILE, report)
+    write_json_atomic(tmp / META_FILE, full)
     publish(tmp, out)
     log(
-        f"reranker: {report['train']['steps']} steps in {train_seconds:.0f}s; threshold {calib['threshold']:.3f} "
+        f"{name}: {full['train']['steps']} steps in {train_seconds:.0f}s; threshold {calib['threshold']:.3f} "
         f"(dev F1 {calib.get('f1', float('nan')):.3f}) → {out}"
     )
-    return report
+    return full

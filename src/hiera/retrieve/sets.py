@@ -1,0 +1,578 @@
+"""``sets``: set queries (QUEST) answered with explicit set algebra over classified constraints.
+
+"Shorebirds that are not sandpipers" asks for a *set* of documents. The method:
+
+1. **parse** the query into an expression over atomic constraints
+   (:mod:`hiera.sets.parser`; ``parser`` names it). A query the parser cannot
+   analyze is one constraint (template ``_``), noted in the trace. With
+   ``decompose=false`` the whole query is the one constraint (the paper's
+   "retrieve, then classify" baseline);
+2. **candidates** of every *positive* constraint (one not on the right of a
+   difference): BM25's top ``candidates`` documents (``bm25-doc``) and,
+   when the build has a dense index, the dense passage-max stage's top
+   ``candidates`` (a document scores as its best passage), united;
+3. **classify**: the classifier (``classifier=DIR``, ``hiera
+   train-classifier``) gives the probability that each document satisfies
+   each constraint. A constraint is scored on the documents that can matter
+   for it: its own candidates, plus, inside an intersection, the candidates
+   of the other sides (a member of A ∩ B may have been retrieved for B only),
+   and a subtracted constraint only on the candidates of what it is
+   subtracted from (its own candidates could never be members). Sides are
+   scored left to right and a document below 0.02 for a required side is
+   not scored for the others (:func:`score_lazily`);
+   With ``lexical_weight`` w (default: the weight ``hiera sets tune`` kept,
+   else 0) the score is ``(1 − w)·p + w·bm25``, ``bm25`` the constraint's
+   BM25 score for the document divided by its best over the collection;
+4. **accept** the documents at or above the threshold: ``threshold`` when
+   given, else the classifier's tuned one for the constraint's role
+   (``hiera sets tune``: ``positive``, ``conjunct`` for a side of an
+   intersection, ``negative`` for a subtracted constraint, ``query``
+   without decomposition; :func:`roles_of`), else its calibrated one;
+5. **combine** the accepted sets with :func:`hiera.sets.expr.evaluate_trace`
+   following the parsed expression: ∩ keeps documents every side accepted
+   (score: the minimum), ∪ any side (the maximum), ``A \\ B`` the members of
+   A that B did not accept (score ``a · (1 − b)``, ``b`` B's probability).
+
+Results: ``answer_set`` holds the members' document ids, best first (all of
+them, whatever ``k``); the hits are the members in that order, then the other
+candidates of the positive constraints ranked by the expression's soft score
+(the same formulas over every probability, accepted or not), so Recall@K is
+measured on a full ranking. Every hit carries a stage per constraint (its
+probability and rank there) and ``set`` (the combined or soft score; a
+non-member's ``score`` is capped at the last member's, so the list stays
+ordered). Each member hit carries evidence: ``support`` maps every
+constraint that accepted it to the sentence of the document that best
+supports it — chosen by **token overlap** with the constraint (lower-cased
+words without stop words, crude plural stripping; "19th century" also
+matches years 18xx, "1990s" years 199x), the document's first sentence when
+nothing overlaps — ``evidence`` lists those sentences' passage ids, and
+``passage_id``/``text`` are the first of those passages. The trace has ``parse``, ``candidates`` (per
+constraint: BM25, dense and union counts), ``classify`` (per constraint:
+scored, threshold, accepted members), ``set-algebra`` (members, and each
+excluded candidate with the constraints that excluded it) and ``evidence``.
+
+Without a classifier the method still runs, as a retrieval-only baseline:
+a constraint's probability is its candidates' reciprocal-rank-fused BM25 and
+dense rank divided by the best (so the top candidate scores 1), accepted at
+0.8 unless ``threshold`` says otherwise (about the documents in the top 15 of
+both lists); the trace says so and how to pass a classifier.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hiera.collection import Collection
+from hiera.errors import HieraError
+from hiera.retrieve.base import BaseRetriever
+from hiera.retrieve.docstage import STAGES
+from hiera.retrieve.fusion import Ranked, by_max, rrf
+from hiera.retrieve.protocol import Hit, Level, StageScore, TraceStep, timed
+from hiera.sets.classifier import ROLES
+from hiera.sets.expr import (
+    And,
+    Atom,
+    Diff,
+    Expr,
+    Or,
+    SetResult,
+    atoms,
+    evaluate_trace,
+    soft_scores,
+    template,
+    to_infix,
+)
+from hiera.sets.parser import ParseResult, get_parser
+
+NO_CLASSIFIER_THRESHOLD = 0.8
+PRUNE_FLOOR = 0.02  # below this probability for a required constraint, the other constraints are not asked
+TRACE_LIMIT = 100  # members / exclusions listed per trace step
+
+
+@dataclass
+class SetPlan:
+    """Everything ``sets`` computes for one query before thresholds: what a threshold search re-reads."""
+
+    query: str
+    expr: Expr
+    parse: ParseResult | None
+    roles: dict[str, str]  # constraint -> "positive" | "conjunct" | "negative" | "query" (roles_of)
+    candidates: dict[str, dict[str, int]]  # constraint -> {"bm25": n, "dense": n, "union": n}
+    pool: list[str]  # candidate documents of the positive constraints (ids), in retrieval order
+    scores: dict[str, dict[str, float]]  # constraint -> document id -> probability
+    classifier: str | None  # the classifier's name, None: retrieval scores
+    titles: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    # with a classifier: each scored document's BM25 score for the constraint divided by the best (lexical evidence)
+    lexical: dict[str, dict[str, float]] = field(default_factory=dict)
+    probabilities: dict[str, dict[str, float]] | None = None  # the classifier's own, when ``scores`` are blended
+
+    def blend(self, weight: float) -> SetPlan:
+        """This plan with ``scores = (1 − weight) · probability + weight · lexical`` (weight 0: the probabilities)."""
+        probs = self.probabilities if self.probabilities is not None else self.scores
+        if weight <= 0 or not self.lexical:
+            return replace(self, scores=probs, probabilities=None)
+        mixed = {
+            c: {d: (1.0 - weight) * p + weight * self.lexical.get(c, {}).get(d, 0.0) for d, p in table.items()}
+            for c, table in probs.items()
+        }
+        return replace(self, scores=mixed, probabilities=probs)
+
+    def members(self, thresholds: dict[str, float]) -> dict[str, dict[str, float]]:
+        """Accepted documents per constraint, with ``thresholds`` per role."""
+        return {
+            c: {d: s for d, s in table.items() if s >= thresholds[self.roles[c]]} for c, table in self.scores.items()
+        }
+
+    def answer(self, thresholds: dict[str, float]) -> tuple[SetResult, list[tuple[str, float]], list[tuple[str, float]]]:
+        """The set algebra's result, the members (best first) and the other candidates by soft score."""
+        members = self.members(thresholds)
+        res = evaluate_trace(self.expr, members, self.scores)
+        rest_ids = [d for d in self.pool if d not in res.scores]
+        soft = soft_scores(self.expr, members, self.scores, rest_ids)
+        pool_rank = {d: i for i, d in enumerate(self.pool)}
+        rest = sorted(((d, soft[d]) for d in rest_ids), key=lambda x: (-x[1], pool_rank[x[0]]))
+        return res, res.ranked(), rest
+
+
+def roles_of(expr: Expr, decompose: bool = True) -> dict[str, str]:
+    """Each constraint's role, which picks its threshold.
+
+    ``negative``: subtracted by a difference (and used nowhere else);
+    ``conjunct``: a side of an intersection (it only has to confirm what the
+    other sides accept, and every side must pass, so it may want a lower
+    threshold than a constraint that stands alone); ``positive``: any other
+    (a whole query's only constraint, a union's alternative, a difference's
+    left side); ``query``: the whole query, undecomposed.
+    """
+    if not decompose:
+        return {a.text: "query" for a in atoms(expr)}
+    seen: dict[str, set[str]] = {}
+
+    def walk(node: Expr, role: str) -> None:
+        if isinstance(node, Atom):
+            seen.setdefault(node.text, set()).add(role)
+        elif isinstance(node, Diff):
+            walk(node.left, role)
+            walk(node.right, "negative")
+        elif isinstance(node, And):
+            for c in node.children:
+                walk(c, "negative" if role == "negative" else "conjunct")
+        else:
+            for c in node.children:
+                walk(c, role)
+
+    walk(expr, "positive")
+    order = ("positive", "conjunct", "negative")
+    return {a.text: next(r for r in order if r in seen[a.text]) for a in atoms(expr)}
+
+
+def score_lazily(
+    expr: Expr,
+    own: dict[str, list[str]],
+    classify: Callable[[str, list[str]], dict[str, float]],
+    floor: float = PRUNE_FLOOR,
+) -> dict[str, float]:
+    """Classify what ``expr`` needs, skipping documents a required constraint already rules out.
+
+    A constraint is scored on the documents that can matter for it: its own
+    candidates when it is positive; inside an intersection, every side's
+    candidates (a member of A ∩ B may have been retrieved for B only); a
+    subtracted constraint only on what it is subtracted from. Sides are scored
+    left to right, and a document whose probability for an earlier required
+    side (an intersection's, a difference's left) is below ``floor`` is not
+    scored for the later ones: it can be neither a member nor ranked near one.
+    ``classify(text, docs)`` scores (and remembers) one constraint. Returns the
+    soft score of every document scored for the expression's positive side.
+    """
+
+    def cands(node: Expr) -> list[str]:
+        if isinstance(node, Atom):
+            return own.get(node.text, [])
+        if isinstance(node, Diff):
+            return cands(node.left)
+        return list(dict.fromkeys(d for c in node.children for d in cands(c)))
+
+    def run(node: Expr, docs: list[str], with_own: bool) -> dict[str, float]:
+        if isinstance(node, Atom):
+            todo = list(dict.fromkeys([*docs, *(own.get(node.text, []) if with_own else [])]))
+            return classify(node.text, todo) if todo else {}
+        if isinstance(node, Or):
+            out: dict[str, float] = {}
+            for c in node.children:
+                for d, v in run(c, docs, with_own).items():
+                    out[d] = max(v, out.get(d, 0.0))
+            return out
+        if isinstance(node, And):
+            alive = list(dict.fromkeys([*docs, *(cands(node) if with_own else [])]))
+            soft = dict.fromkeys(alive, 1.0)
+            for c in node.children:
+                got = run(c, [d for d in alive if soft[d] >= floor], False)
+                for d in alive:
+                    soft[d] = min(soft[d], got.get(d, 0.0))
+            return soft
+        assert isinstance(node, Diff)
+        left = run(node.left, docs, with_own)
+        right = run(node.right, [d for d, v in left.items() if v >= floor], False)
+        return {d: v * (1.0 - right.get(d, 0.0)) for d, v in left.items()}
+
+    return run(expr, [], True)
+
+
+# -- evidence sentences -----------------------------------------------------------------
+_SENT_BREAK = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“(\[]?[A-Z0-9])")
+_ABBREV = {"st", "dr", "mr", "mrs", "ms", "jr", "sr", "c", "ca", "b", "d", "fl", "no", "vs", "etc", "mt", "ft", "u.s", "e.g", "i.e"}
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {
+    "a", "an", "the", "of", "in", "on", "at", "by", "for", "from", "to", "and", "or", "that", "are", "is", "was",
+    "were", "who", "which", "also", "both", "not", "but", "with", "as", "be", "been", "their", "its", "it",
+}  # fmt: skip
+_ORDINAL = re.compile(r"^(\d{1,2})(st|nd|rd|th)$")
+_DECADE = re.compile(r"^(\d{3})0s$")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (a break after ., ! or ? before a capital or digit; common abbreviations kept)."""
+    out: list[str] = []
+    start = 0
+    for m in _SENT_BREAK.finditer(text):
+        before = text[start : m.start()].rsplit(None, 1)
+        last = before[-1].rstrip(".!?\"'”’)]").lower() if before else ""
+        if last in _ABBREV or (len(last) == 1 and last.isalpha()) or "." in last:  # "c.", "St.", "C.N."
+            continue
+        out.append(text[start : m.start()].strip())
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return [s for s in out if s]
+
+
+def _stem(w: str) -> str:
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        return w[:-1]
+    return w
+
+
+def _terms(text: str) -> tuple[set[str], list[re.Pattern[str]]]:
+    """Content stems of ``text`` and year patterns its centuries/decades stand for."""
+    words = _WORD.findall(text.lower().replace("'s", ""))
+    stems = {_stem(w) for w in words if w not in _STOP}
+    years: list[re.Pattern[str]] = []
+    for i, w in enumerate(words):
+        m = _ORDINAL.match(w)
+        if m and i + 1 < len(words) and words[i + 1].startswith("centur"):
+            years.append(re.compile(rf"\b{int(m.group(1)) - 1}\d\d\b"))
+        m = _DECADE.match(w)
+        if m:
+            years.append(re.compile(rf"\b{m.group(1)}\d\b"))
+    return stems, years
+
+
+def best_sentence(constraint: str, sentences: list[str]) -> int:
+    """Index of the sentence that shares most content words (or years) with ``constraint``; 0 when none does."""
+    stems, years = _terms(constraint)
+    best, best_i = 0.0, 0
+    for i, s in enumerate(sentences):
+        sstems = {_stem(w) for w in _WORD.findall(s.lower())}
+        score = len(stems & sstems) + sum(1 for y in years if y.search(s))
+        if score > best:
+            best, best_i = score, i
+    return best_i
+
+
+# -- the retriever --------------------------------------------------------------------------
+
+
+class SetsRetriever(BaseRetriever):
+    """Parse, retrieve per constraint, classify, combine with set algebra (module docstring)."""
+
+    name = "sets"
+
+    def __init__(self, collection: Collection, **defaults: Any) -> None:
+        super().__init__(collection, **defaults)
+        self._classifiers: dict[str, Any] = {}
+        self._parsers: dict[str, Any] = {}
+        self._inputs: dict[str, str] = {}
+
+    # -- components --------------------------------------------------------------------
+    def classifier(self, path: str | None) -> Any:
+        """The :class:`~hiera.sets.classifier.SetClassifier` at ``path`` (loaded once), or None."""
+        if not path:
+            return None
+        key = str(Path(path).expanduser().resolve())
+        if key not in self._classifiers:
+            from hiera.sets.classifier import SetClassifier
+
+            if not Path(key).is_dir():
+                raise HieraError(f"sets: classifier {path!r} is not a directory (train one with hiera train-classifier)")
+            self._classifiers[key] = SetClassifier(key)
+        return self._classifiers[key]
+
+    def parser(self, name: str) -> Any:
+        if name not in self._parsers:
+            self._parsers[name] = get_parser(name)
+        return self._parsers[name]
+
+    def _doc_input(self, doc_id: str, title: str) -> str:
+        text = self._inputs.get(doc_id)
+        if text is None:
+            from hiera.sets.classifier import document_input
+
+            full = self.col.store.doc_fulltext(doc_id)
+            body = full.partition("\n")[2]
+            text = document_input(title, body)
+            if len(self._inputs) > 200_000:
+                self._inputs.clear()
+            self._inputs[doc_id] = text
+        return text
+
+    # -- batch preparation: parse every query, encode every constraint once --------------
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+        t = time.perf_counter()
+        parsed: list[ParseResult | None] = []
+        exprs: list[Expr] = []
+        for q in queries:
+            if params["decompose"]:
+                r = self.parser(params["parser"]).parse(q)
+                parsed.append(r)
+                exprs.append(r.expression)
+            else:
+                parsed.append(None)
+                exprs.append(Atom(q))
+        parse_ms = (time.perf_counter() - t) * 1000 / max(1, len(queries))
+        texts = list(dict.fromkeys(a.text for e in exprs for a in atoms(e)))
+        vecs: dict[str, np.ndarray] = {}
+        encode_ms = 0.0
+        if self.col.has_dense and texts:
+            encoder = self.col.passage_encoder
+            t = time.perf_counter()
+            vecs = dict(zip(texts, encoder.encode_query(texts), strict=True))
+            encode_ms = (time.perf_counter() - t) * 1000 / len(queries)
+        return [
+            {"parse": p, "expr": e, "vectors": vecs, "encode_ms": encode_ms, "parse_ms": parse_ms}
+            for p, e in zip(parsed, exprs, strict=True)
+        ]
+
+    # -- the plan: everything before thresholds -----------------------------------------
+    def _retrieve(self, text: str, n: int, ctx: dict[str, Any]) -> tuple[list[int], dict[str, int], np.ndarray]:
+        """Candidate positions of one constraint (BM25 ∪ dense), the counts, and their RRF score / best."""
+        col = self.col
+        n = min(n, col.n_docs)
+        bpos, bsc = col.bm25_docs.search(text, n)
+        lists = [Ranked(np.asarray(bpos, dtype=np.int64), np.asarray(bsc, dtype=np.float32))]
+        counts = {"bm25": len(bpos), "dense": 0}
+        vec = ctx["vectors"].get(text)
+        if vec is not None:
+            dpos, dsc = STAGES["passage-max"].top(col, text, {"qp": vec}, n)
+            lists.append(Ranked(dpos, dsc))
+            counts["dense"] = len(dpos)
+        aligned, fused = rrf(lists)
+        counts["union"] = len(aligned.ids)
+        # retrieval order: by fused rank, best first
+        order = np.argsort(-fused, kind="stable")
+        return [int(x) for x in aligned.ids[order]], counts, by_max(fused[order])
+
+    def plan(self, query: str, params: dict[str, Any], ctx: dict[str, Any]) -> SetPlan:
+        """Parse, retrieve and score one query (no thresholds applied)."""
+        expr: Expr = ctx["expr"]
+        decompose = params["decompose"]
+        roles = roles_of(expr, decompose)
+        clf = self.classifier(params.get("classifier"))
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        own: dict[str, list[str]] = {}
+        counts: dict[str, dict[str, int]] = {}
+        rscores: dict[str, dict[str, float]] = {}
+        titles: dict[str, str] = {}
+        for text, role in roles.items():
+            if role == "negative" and clf is not None:
+                counts[text] = {"bm25": 0, "dense": 0, "union": 0}
+                continue  # scored on what it is subtracted from
+            pos, c, sc = self._retrieve(text, params["candidates"], ctx)
+            rows = self.col.docs_at(pos)
+            ids = [r.id for r in rows]
+            titles.update({r.id: r.title for r in rows})
+            own[text], counts[text] = ids, c
+            rscores[text] = {d: float(s) for d, s in zip(ids, sc, strict=True)}
+        pool = list(dict.fromkeys(d for text, role in roles.items() if role != "negative" for d in own.get(text, [])))
+        timings["candidates"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        scores: dict[str, dict[str, float]] = {text: {} for text in roles}
+        if clf is None:
+            for text in roles:
+                scores[text] = rscores.get(text, {})
+        else:
+
+            def classify(text: str, docs: list[str]) -> dict[str, float]:
+                inputs = [self._doc_input(d, titles.get(d, "")) for d in docs]
+                probs = clf.score(text, docs, inputs)
+                got = {d: float(p) for d, p in zip(docs, probs, strict=True)}
+                scores[text].update(got)
+                return got
+
+            score_lazily(expr, own, classify)
+        lexical: dict[str, dict[str, float]] = {}
+        if clf is not None:
+            for text, table in scores.items():
+                if table:
+                    full = by_max(np.asarray(self.col.bm25_docs.scores(text), dtype=np.float32))
+                    pos = self._positions()
+                    lexical[text] = {d: float(full[pos[d]]) for d in table if d in pos}
+        timings["classify"] = (time.perf_counter() - t) * 1000
+        plan = SetPlan(
+            query=query, expr=expr, parse=ctx.get("parse"), roles=roles, candidates=counts, pool=pool,
+            scores=scores, classifier=clf.name if clf is not None else None, titles=titles, timings=timings,
+            lexical=lexical,
+        )
+        return plan.blend(self.retrieval_weight(params)) if clf is not None else plan
+
+    def _positions(self) -> dict[str, int]:
+        if not hasattr(self, "_pos"):
+            self._pos = {d.id: i for i, d in enumerate(self.col.store.iter_docs())}
+        return self._pos
+
+    def retrieval_weight(self, params: dict[str, Any]) -> float:
+        """``lexical_weight`` when given, else the classifier's tuned one (``hiera sets tune``), else 0."""
+        if params.get("lexical_weight") is not None:
+            return float(params["lexical_weight"])
+        clf = self.classifier(params.get("classifier"))
+        mode = "decomposed" if params["decompose"] else "query"
+        return float(clf.thresholds.lexical_weight.get(mode, 0.0)) if clf is not None else 0.0
+
+    def thresholds(self, params: dict[str, Any]) -> tuple[dict[str, float], str]:
+        """Threshold per role, and where they come from."""
+        if params.get("threshold") is not None:
+            t = float(params["threshold"])
+            return dict.fromkeys(ROLES, t), "parameter"
+        clf = self.classifier(params.get("classifier"))
+        if clf is None:
+            t = NO_CLASSIFIER_THRESHOLD
+            return dict.fromkeys(ROLES, t), "retrieval baseline (no classifier)"
+        th = clf.thresholds
+        return {r: th.for_role(r) for r in ROLES}, th.source
+
+    def batch_plans(self, queries: list[str], **params: Any) -> list[SetPlan]:
+        """:meth:`plan` for many queries (constraints encoded in one batch): what ``hiera sets tune`` reads."""
+        p = {**self.defaults, **self._check_params({k: v for k, v in params.items() if v is not None})}
+        return [self.plan(q, p, ctx) for q, ctx in zip(queries, self._prepare(queries, p), strict=True)]
+
+    # -- search ------------------------------------------------------------------------------
+    def _search(
+        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
+    ) -> list[Hit]:
+        parse: ParseResult | None = ctx.get("parse")
+        expr: Expr = ctx["expr"]
+        detail: dict[str, Any] = {
+            "decompose": params["decompose"],
+            "template": template(expr),
+            "expression": to_infix(expr),
+            "constraints": [a.text for a in atoms(expr)],
+        }
+        if parse is not None:
+            detail.update(parser=parse.parser, notes=list(parse.notes), fallback=parse.fallback)
+        else:
+            detail.update(notes=["decompose=false: the whole query is classified as one constraint"], fallback=False)
+        trace.append(TraceStep("parse", detail, ctx.get("parse_ms", 0.0)))
+        plan = self.plan(query, params, ctx)
+        trace.append(TraceStep("candidates", {"per_constraint": plan.candidates, "candidates": params["candidates"],
+                                              "pool": len(plan.pool)}, plan.timings["candidates"]))
+        thresholds, source = self.thresholds(params)
+        members = plan.members(thresholds)
+        cdetail: dict[str, Any] = {"classifier": plan.classifier, "thresholds_from": source, "per_constraint": {}}
+        if plan.classifier is not None:
+            cdetail["lexical_weight"] = self.retrieval_weight(params)
+        if plan.classifier is None:
+            cdetail["note"] = ("no classifier: retrieval scores (RRF of BM25 and dense, divided by the best) stand in "
+                               "for probabilities; pass --set classifier=DIR (hiera train-classifier)")
+        for text, table in plan.scores.items():
+            acc = sorted(members[text].items(), key=lambda kv: (-kv[1], kv[0]))
+            cdetail["per_constraint"][text] = {
+                "role": plan.roles[text],
+                "scored": len(table),
+                "threshold": thresholds[plan.roles[text]],
+                "accepted": len(acc),
+                "members": [d for d, _ in acc[:TRACE_LIMIT]],
+            }
+        trace.append(TraceStep("classify", cdetail, plan.timings["classify"]))
+        with timed(trace, "set-algebra", expression=to_infix(expr)) as step:
+            res, ranked, rest = plan.answer(thresholds)
+            excluded = sorted(
+                res.excluded.items(), key=lambda kv: -max((e.score or 0.0) for e in kv[1]) if kv[1] else 0.0
+            )
+            step.detail.update(
+                members=len(ranked),
+                excluded=[
+                    {"doc_id": d, "title": plan.titles.get(d, ""),
+                     "by": [{"constraint": e.constraint, "kind": e.kind, "score": e.score} for e in why]}
+                    for d, why in excluded[:TRACE_LIMIT]
+                ],
+                excluded_total=len(excluded),
+            )
+        ctx["answer_set"] = [d for d, _ in ranked]
+        # a non-member ranks by its soft score, and scores at most the last member (the list stays ordered;
+        # its "set" stage keeps the soft score)
+        chosen = ([(d, s, True) for d, s in ranked] + [(d, s, False) for d, s in rest])[:k]
+        with timed(trace, "evidence", method="token overlap") as step:
+            hits = self._hits(plan, chosen, members)
+            step.detail["members"] = sum(1 for _, _, m in chosen if m)
+        return hits
+
+    def _hits(
+        self, plan: SetPlan, chosen: list[tuple[str, float, bool]], members: dict[str, dict[str, float]]
+    ) -> list[Hit]:
+        ranks = {
+            text: {d: i + 1 for i, (d, _) in enumerate(sorted(table.items(), key=lambda kv: (-kv[1], kv[0])))}
+            for text, table in plan.scores.items()
+        }
+        member_docs = [d for d, _, m in chosen if m]
+        passages: dict[str, list[tuple[str, str]]] = {}
+        by_id = {}
+        for _, p in self.col.store.iter_passages(member_docs):
+            by_id[p.id] = p
+            passages.setdefault(p.doc_id, []).extend((p.id, s) for s in split_sentences(p.text))
+        floor = min((s for _, s, m in chosen if m), default=1.0)
+        summaries: dict[str, str] = {}
+        others = [d for d, _, m in chosen if not m or d not in passages]
+        for r in self.col.store.iter_docs(others):
+            summaries[r.id] = r.summary
+            plan.titles.setdefault(r.id, r.title)
+        hits: list[Hit] = []
+        for i, (d, score, is_member) in enumerate(chosen):
+            stages = {
+                text: StageScore(float(table[d]), ranks[text][d]) for text, table in plan.scores.items() if d in table
+            }
+            stages["set"] = StageScore(float(score), i + 1)
+            final = float(score) if is_member else min(float(score), floor)
+            hit = Hit(rank=i + 1, score=final, doc_id=d, title=plan.titles.get(d, d), stages=stages)
+            sents = passages.get(d, [])
+            if is_member and sents:
+                support: dict[str, str] = {}
+                evidence: list[str] = []
+                for text in plan.scores:
+                    if d not in members[text] or plan.roles[text] == "negative":
+                        continue
+                    j = best_sentence(text, [s for _, s in sents])
+                    support[text] = sents[j][1]
+                    if sents[j][0] not in evidence:
+                        evidence.append(sents[j][0])
+                best = by_id[evidence[0] if evidence else sents[0][0]]
+                hit.support, hit.evidence = support, evidence or [best.id]
+                hit.passage_id, hit.section_path, hit.text = best.id, best.section_path, best.text
+            else:
+                hit.text = summaries.get(d, "")
+            hits.append(hit)
+        return hits
+
+
+__all__ = ["NO_CLASSIFIER_THRESHOLD", "PRUNE_FLOOR", "SetPlan", "SetsRetriever", "best_sentence", "roles_of",
+           "score_lazily", "split_sentences"]

@@ -1,0 +1,49 @@
+"""A running server picks up a new build without a restart, and says why it refuses while the index is stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import helpers
+import pytest
+from fastapi.testclient import TestClient
+
+from hiera.corpus.ingest import ingest
+from hiera.index.build import BuildOptions, build
+from hiera.serve import create_app
+
+
+@pytest.fixture()
+def root(shared_root: Path, tmp_path: Path) -> Path:
+    return helpers.copy_collection(shared_root, tmp_path / "col")
+
+
+def _search(client: TestClient, **params) -> tuple[int, dict]:
+    r = client.get("/search", params={"q": helpers.TOPIC_QUERIES["jazz"], "retriever": "dhr", **params})
+    return r.status_code, r.json()
+
+
+def test_a_new_build_is_served_without_a_restart(root: Path, tmp_path: Path) -> None:
+    app = create_app(root, warmup=True)
+    service = app.state.service
+    with TestClient(app) as client:
+        status, body = _search(client)
+        assert status == 200 and body["params"]["lam"] == 1.0
+        first = client.get("/health").json()["build"]
+        build(root, BuildOptions(progress=False, defaults={"dhr": {"lam": 0.25}}), log=helpers.QUIET)
+        service._checked = 0.0  # the server looks at most once a second; do not sleep in a test
+        status, body = _search(client)
+        assert status == 200 and body["params"]["lam"] == 0.25
+        health = client.get("/health").json()
+        assert health["build"] != first and health["stale"] is None
+
+        # documents ingested but not built: refused with a reason, then served again after the build
+        ingest([helpers.write_jsonl(tmp_path / "more.jsonl", helpers.make_extra_docs())], "hiera-jsonl", root,
+               progress=False)
+        service._checked = 0.0
+        status, body = _search(client)
+        assert status == 503 and "hiera build" in body["detail"]
+        build(root, BuildOptions(progress=False), log=helpers.QUIET)
+        service._checked = 0.0
+        status, body = _search(client)
+        assert status == 200 and client.get("/health").json()["stats"]["documents"] > health["stats"]["documents"]

@@ -1,0 +1,90 @@
+"""Crash safety at small scale (the full trials: ``python -m bench.reliability``, docs/RELIABILITY.md).
+
+Real ``hiera`` subprocesses on a seeded synthetic BM25 collection, SIGKILLed at
+fixed moments after they start writing; afterwards ``hiera check`` finds no
+error, the observable state is exactly the one before or after the command,
+and a rerun completes. Disk full: a one-line error and the old state.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import helpers
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import reliability as rel  # noqa: E402
+from hiera.errors import HieraError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, rel.Fixture]:
+    work = tmp_path_factory.mktemp("reliability")
+    env = rel.run_env(work / "cache")
+    out = {fx.name: fx for fx in rel.make_fixtures(work, n_docs=150, n_dense_docs=0, seed=1, with_dense=False)}
+    for fx in out.values():
+        rel.prepare(fx, work, env)
+    out["_work"] = work  # type: ignore[assignment]
+    return out
+
+
+@pytest.mark.parametrize("name", ["ingest", "add", "build"])
+@pytest.mark.parametrize("fraction", [0.0, 0.4, 0.8])
+def test_sigkill_leaves_before_or_after(fixtures, name: str, fraction: float) -> None:
+    fx, work = fixtures[name], fixtures["_work"]
+    env = rel.run_env(work / "cache")
+    delay = fraction * max(0.05, fx.clean_s - fx.to_marker_s)
+    o = rel.kill_trial(fx, f"t{fraction}", work, env, after_marker=True, delay=delay)
+    assert o.state in ("before", "after"), o
+    assert o.check_errors == []
+    assert o.rerun_ok and o.rerun_state == "after", o.note
+
+
+@pytest.mark.parametrize("name", ["ingest", "build"])
+def test_disk_full_is_one_line_and_changes_nothing(fixtures, name: str) -> None:
+    fx, work = fixtures[name], fixtures["_work"]
+    o, message = rel.disk_full_trial(fx, 65536, work, rel.run_env(work / "cache"))
+    assert o.state == "before" and o.check_errors == [], o
+    assert message.startswith("hiera: error: cannot write the ")
+    assert "unchanged" in message or "untouched" in message
+    assert o.rerun_ok and o.rerun_state == "after"
+
+
+def test_second_writer_refused_then_stale_lock_cleared(fixtures) -> None:
+    fx, work = fixtures["build"], fixtures["_work"]
+    ok, message = rel.two_writers_trial(fx, 0, work, rel.run_env(work / "cache"))
+    assert ok, message
+
+
+def test_failed_build_inside_add_rolls_the_ingest_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``hiera add`` builds inside the ingest's transaction: a failing build leaves documents and index as they were."""
+    from hiera.cli import main
+    from hiera.index import build as build_mod
+    from hiera.index.build import BuildOptions, live_build_dir
+
+    root = helpers.build_collection(tmp_path / "c", helpers.make_docs(), BuildOptions(dense=False, progress=False))
+    before, live = helpers.export_digest(root), live_build_dir(root)
+    src = helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())
+
+    def boom(*a, **k):
+        raise HieraError("simulated failure while building")
+
+    monkeypatch.setattr(build_mod, "_build_into", boom)
+    assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "-q"]) == 2
+    assert "simulated failure" in capsys.readouterr().err
+    assert helpers.export_digest(root) == before and live_build_dir(root) == live
+    assert sorted(p.name for p in (root / "builds").iterdir()) == [live.name]
+
+
+@pytest.mark.slow
+def test_full_fault_trials(tmp_path: Path) -> None:
+    """The document's trials at full count: 20 random kills per command, dense ones included (≈ 30 min)."""
+    rc = rel.main([
+        "--trials", "20", "--dense-trials", "20", "--fuzz", "none", "--work", str(tmp_path / "w"),
+        "--out", str(tmp_path / "reliability.json"), "--no-doc",
+    ])
+    assert rc == 0, (tmp_path / "reliability.json").read_text()
