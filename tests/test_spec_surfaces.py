@@ -63,6 +63,10 @@ def test_search_set_reaches_the_method(root: Path, defaults: dict, capsys, name:
 @pytest.mark.parametrize(("name", "param"), CASES, ids=[f"{m}.{p.name}" for m, p in CASES])
 def test_api_query_parameter_reaches_the_method(client: TestClient, defaults: dict, name: str, param) -> None:
     value = helpers.other_value(param, defaults[name].get(param.name))
+    if not param.http:  # a directory: never settable by a request, and saying so
+        r = client.get("/search", params={"q": "jazz", "retriever": name, param.name: value})
+        assert r.status_code == 422 and "server-side setting" in r.json()["detail"] and param.name in r.json()["detail"]
+        return
     r = client.get("/search", params={"q": helpers.TOPIC_QUERIES["jazz"], "retriever": name, param.name: value})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -76,6 +80,9 @@ def test_api_documents_every_parameter_in_openapi(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     query = {p["name"]: p for p in spec["paths"]["/search"]["get"]["parameters"]}
     for _, param in CASES:
+        if not param.http:
+            assert param.name not in query, f"{param.name} is a path: it must not be a request parameter"
+            continue
         assert param.name in query, param.name
         schema = json.dumps(query[param.name]["schema"])
         if param.min is not None:

@@ -110,6 +110,11 @@ class Param:
             raise TypeError(value)
         return value.strip()
 
+    @property
+    def http(self) -> bool:
+        """Settable per request over HTTP: a path is not (a request must never make the server load files)."""
+        return self.type != "path"
+
     def describe_type(self) -> str:
         bounds = ""
         if self.min is not None or self.max is not None:
@@ -135,6 +140,7 @@ class Param:
             "choices": list(self.choices) if self.choices is not None else None,
             "aliases": list(self.aliases),
             "tunable": self.tunable,
+            "http": self.http,
         }
         if self.choice_requires:
             d["choice_requires"] = {k: list(v) for k, v in self.choice_requires.items()}

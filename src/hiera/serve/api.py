@@ -418,10 +418,16 @@ def _query_parameter(p: Param, pyname: str, alias: str | None = None) -> inspect
     return inspect.Parameter(pyname, inspect.Parameter.KEYWORD_ONLY, default=q, annotation=ann | None)
 
 
+# registry parameters a request may not set (model directories): named so that sending one is a clear 422
+SERVER_SIDE = frozenset(name for p in all_params().values() if not p.http for name in (p.name, *p.aliases))
+
+
 def _method_parameters() -> tuple[list[inspect.Parameter], dict[str, str]]:
     """Query parameters for every registry parameter and alias; maps each Python name to the canonical one."""
     params, canonical = [], {}
     for p in all_params().values():
+        if not p.http:  # server-side only (model directories): set with `hiera build --set`
+            continue
         for i, name in enumerate((p.name, *p.aliases)):
             pyname = f"p_{name}"
             params.append(_query_parameter(p, pyname, None if i == 0 else name))
@@ -514,7 +520,8 @@ def create_app(
     method_params, canonical = _method_parameters()
 
     async def search(
-        q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool, **given: Any
+        request: Request, q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool,
+        **given: Any,
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
 
@@ -526,6 +533,12 @@ def create_app(
             raise _unprocessable("the query is empty: type a question")
         if len(q) > MAX_QUERY_CHARS:
             raise _unprocessable(f"the query is {len(q)} characters long; the limit is {MAX_QUERY_CHARS}")
+        refused = sorted(set(request.query_params) & SERVER_SIDE)
+        if refused:
+            raise _unprocessable(
+                f"{', '.join(refused)}: a server-side setting (a directory), not a request parameter; "
+                f"set it with `hiera build DIR --set METHOD.{refused[0]}=PATH` and restart or rebuild"
+            )
         service.refresh()
         if service.stale:
             raise HTTPException(status_code=503, detail=service.stale)
@@ -551,6 +564,7 @@ def create_app(
 
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
+            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
             inspect.Parameter("q", inspect.Parameter.KEYWORD_ONLY, annotation=str,
                               default=Query(..., description=f"the question, 1 to {MAX_QUERY_CHARS} characters")),
             inspect.Parameter("k", inspect.Parameter.KEYWORD_ONLY, annotation=int,

@@ -552,7 +552,8 @@
     const m = methodByName($("#retriever").value);
     const box = $("#method-params");
     box.textContent = "";
-    for (const p of (m && m.params) || []) box.appendChild(paramControl(p));
+    // server-side parameters (model directories) are set with `hiera build --set`, never by a request
+    for (const p of (m && m.params) || []) if (p.http !== false) box.appendChild(paramControl(p));
     $("#method-help").textContent = (m && m.help) || "";
     $("#retriever").title = (m && m.help) || "";
     // a method that ranks only documents (bm25-doc) cannot be asked for passages
