@@ -64,14 +64,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         log(f"{r.name}: {len(questions)} questions in {time.perf_counter() - t:.1f}s")
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.md").write_text(markdown_table(runs) + "\n", encoding="utf-8")
-        write_json_atomic(out / "results.json", result)
-        write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
-        write_trec(runs, questions, out)
-        plot_topk(runs, out, max(ks))
-        _log(f"wrote {out}/results.md, results.json, params.json, *.trec, topk.png")
+
+        def runs_files(out: Path) -> str:
+            write_trec(runs, questions, out)
+            plot_topk(runs, out, max(ks))
+            return "*.trec, topk.png"
+
+        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -100,19 +99,29 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
         log(f"{n}: {len(queries)} set queries in {time.perf_counter() - t:.1f}s")
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.md").write_text(markdown_table(runs) + "\n", encoding="utf-8")
-        write_json_atomic(out / "results.json", result)
-        write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
-        for r in runs.values():
-            r.write(out)
-        _log(f"wrote {out}/results.md, results.json, params.json, <retriever>.sets.jsonl / .ranking.jsonl (QUEST format)")
+
+        def runs_files(out: Path) -> str:
+            for r in runs.values():
+                r.write(out)
+            return "<retriever>.sets.jsonl / .ranking.jsonl (QUEST format)"
+
+        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
         print(markdown_table(runs))
     return 0
+
+
+def _write_outputs(
+    out: Path, runs: dict[str, Any], result: dict[str, Any], markdown: str, runs_files: Any
+) -> None:
+    """``--out``: the table, the metrics and each retriever's parameters, then the runs in their own format."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(markdown + "\n", encoding="utf-8")
+    write_json_atomic(out / "results.json", result)
+    write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
+    _log(f"wrote {out}/results.md, results.json, params.json, {runs_files(out)}")
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
