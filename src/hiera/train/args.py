@@ -97,6 +97,10 @@ class RerankerArgs:
     def check(self) -> RerankerArgs:
         if self.negatives_per_positive < 1:
             raise BadInputError("--negatives-per-positive must be at least 1")
+        return self._check_fit()
+
+    def _check_fit(self) -> RerankerArgs:
+        """The checks every cross-encoder run shares (reranker and set-query classifier)."""
         if not 0.0 <= self.dev_fraction < 1.0:
             raise BadInputError("--dev-fraction must be in [0, 1)")
         if self.batch_size <= 0 or self.max_length <= 0:
@@ -141,9 +145,5 @@ class ClassifierArgs(RerankerArgs):
             raise BadInputError(f"--atom-text must be parsed or gold, got {self.atom_text!r}")
         if self.or_positives not in ("bm25", "none"):
             raise BadInputError(f"--or-positives must be bm25 or none, got {self.or_positives!r}")
-        if not 0.0 <= self.dev_fraction < 1.0:
-            raise BadInputError("--dev-fraction must be in [0, 1)")
-        if self.batch_size <= 0 or self.max_length <= 0:
-            raise BadInputError("--batch-size and --max-length must be positive")
-        _check_warmup(self.warmup_ratio)
+        self._check_fit()
         return self

@@ -70,6 +70,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cross_encoder_fields(args: argparse.Namespace) -> dict:
+    """The options ``train-reranker`` and ``train-classifier`` share, as their argument dataclasses name them."""
+    return {
+        "batch_size": args.batch_size,
+        "epochs": args.epochs,
+        "max_steps": args.max_steps,
+        "max_examples": args.max_examples,
+        **({"learning_rate": args.lr} if args.lr is not None else {}),
+        "max_length": args.max_length,
+        "seed": args.seed,
+        "save_steps": args.save_steps,
+        "max_minutes": args.max_minutes,
+        "dev_fraction": args.dev_fraction,
+        "progress": not args.quiet,
+    }
+
+
 def cmd_train_reranker(args: argparse.Namespace) -> int:
     from hiera.train.args import RerankerArgs
     from hiera.train.reranker import train_reranker
@@ -77,17 +94,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     rargs = RerankerArgs(
         base_model=args.base_model,
         negatives_per_positive=args.negatives_per_positive,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        max_examples=args.max_examples,
-        **({"learning_rate": args.lr} if args.lr is not None else {}),
-        max_length=args.max_length,
-        seed=args.seed,
-        save_steps=args.save_steps,
-        max_minutes=args.max_minutes,
-        dev_fraction=args.dev_fraction,
-        progress=not args.quiet,
+        **_cross_encoder_fields(args),
     )
     dev = _questions(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
     report = train_reranker(
@@ -126,17 +133,7 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
         units=args.units,
         atom_text=args.atom_text,
         or_positives=args.or_positives,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        max_examples=args.max_examples,
-        **({"learning_rate": args.lr} if args.lr is not None else {}),
-        max_length=args.max_length,
-        seed=args.seed,
-        save_steps=args.save_steps,
-        max_minutes=args.max_minutes,
-        dev_fraction=args.dev_fraction,
-        progress=not args.quiet,
+        **_cross_encoder_fields(args),
     )
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     dev = load_set_queries(args.dev_questions, require_docs=True) if args.dev_questions else None
