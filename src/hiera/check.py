@@ -36,7 +36,7 @@ import numpy as np
 from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.build import BUILDS, INDEX_LINK
-from hiera.index.manifest import MANIFEST, TUNED_SUFFIX, Manifest, read_tuned
+from hiera.index.manifest import MANIFEST, TUNED_SUFFIX, Manifest, nested_builds, read_tuned
 from hiera.io import loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
 
@@ -118,7 +118,11 @@ def _check_index(root: Path, c: _Checks, store: dict[str, Any] | None, checksums
                 f"(documents were ingested since); searches are refused until `hiera build {root}`",
             )
     _guard(c, "layout", lambda: _check_layout(root, build_dir, manifest, c, store))
-    if files_ok:
+    if manifest.shards:  # each shard is a build of its own: files, BM25, dense (hiera.shard.check)
+        from hiera.shard.check import check_shards
+
+        _guard(c, "shards", lambda: check_shards(build_dir, manifest, c, checksums))
+    elif files_ok:
         _guard(c, "bm25", lambda: _check_bm25(build_dir, manifest, c))
         _guard(c, "dense", lambda: _check_dense(build_dir, manifest, c))
     _guard(c, "tuned", lambda: _check_tuned(build_dir, c))
@@ -214,9 +218,11 @@ def _check_files(build_dir: Path, m: Manifest, c: _Checks, checksums: bool) -> b
     except HieraError as e:
         c.error("files", str(e))
         return False
+    nested = nested_builds(build_dir)  # shards list their own files
     extra = sorted(
         str(p.relative_to(build_dir)) for p in build_dir.rglob("*")
         if p.is_file() and p.name != MANIFEST and str(p.relative_to(build_dir)) not in m.files
+        and not any(p.is_relative_to(d) for d in nested)
     )
     if extra:
         c.warn("files", f"files the manifest does not list: {', '.join(extra[:5])}")

@@ -28,6 +28,17 @@ VECTOR_DTYPES = ("float16", "float32")
 class Collection:
     """Read-only view used by retrievers, the CLI and the HTTP API."""
 
+    def __new__(cls, root: str | Path | None = None, *args: object, **kwargs: object) -> Collection:
+        """A sharded live build opens as :class:`hiera.shard.collection.ShardedCollection` (same interface)."""
+        if cls is Collection and root is not None:
+            from hiera.shard.layout import is_sharded
+
+            if is_sharded(live_build_dir(Path(root))):
+                from hiera.shard.collection import ShardedCollection
+
+                return super().__new__(ShardedCollection)
+        return super().__new__(cls)
+
     def __init__(
         self,
         root: str | Path,
@@ -87,6 +98,9 @@ class Collection:
     def method_defaults(self, name: str) -> dict:
         """Parameters this build sets for method ``name`` (on top of the registry's defaults)."""
         return dict(self._defaults.get(name, {}))
+
+    def check_method(self, name: str) -> None:
+        """Refuse a method this build cannot answer as documented (a sharded build refuses some; see hiera.shard)."""
 
     @property
     def built(self) -> set[str]:

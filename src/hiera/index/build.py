@@ -66,6 +66,10 @@ class BuildOptions:
     cache_dir: Path | None = None
     defaults: dict[str, dict] | None = None  # method → parameter → value (``hiera build --set``)
     progress: bool = True
+    shards: int = 0  # 0: one index; N ≥ 1: N shards of contiguous documents (hiera.shard)
+    engine: str = "local"  # sharded builds: "local" (in-process) or "ray" (Ray tasks, Ray Data encoding)
+    ray_address: str | None = None  # engine "ray": "auto", an address, or None for a local Ray
+    workers: int | None = None  # engine "ray": encoding actors (default: the cluster's CPUs)
 
     @classmethod
     def from_manifest(cls, m: Manifest) -> BuildOptions:
@@ -80,6 +84,7 @@ class BuildOptions:
             opts.passage_factory = m.faiss.get("passage", "Flat")
             opts.doc_factory = m.faiss.get("doc", "Flat")
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
+        opts.shards = len(m.shards)
         return opts
 
 
@@ -157,7 +162,12 @@ def _build_locked(root: Path, opts: BuildOptions, log: Callable[[str], None], st
     partial = builds / (name + ".partial")
     partial.mkdir()
     try:
-        manifest = _build_into(partial, store, opts, previous_dir, previous, log)
+        if opts.shards or opts.engine != "local":
+            from hiera.shard.build import build_sharded_into
+
+            manifest = build_sharded_into(partial, store, opts, previous_dir, previous, log)
+        else:
+            manifest = _build_into(partial, store, opts, previous_dir, previous, log)
         final = builds / name
         os.replace(partial, final)
         fsync_dir(builds)
@@ -326,7 +336,8 @@ def _vectors(
     """Vectors for ``texts``: copied from the previous build where possible."""
     out = np.zeros((len(texts), enc.dim), dtype=np.float32)
     todo = np.ones(len(texts), dtype=bool)
-    if previous_dir is not None and previous is not None and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint:
+    if (previous_dir is not None and previous is not None and not previous.shards
+            and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint):
         old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
         old_vecs = np.load(previous_dir / "dense" / f"{level}s.f16.npy", mmap_mode="r")
         where = {int(r): i for i, r in enumerate(old_rows)}
@@ -347,7 +358,7 @@ def _faiss_for(
     vecs: np.ndarray, factory: str, previous_dir: Path | None, previous: Manifest | None, level: str, rows: np.ndarray
 ):
     """Append to the previous FAISS index when the old rows are a prefix of the new."""
-    if previous_dir is not None and previous is not None and previous.faiss.get(level) == factory:
+    if previous_dir is not None and previous is not None and not previous.shards and previous.faiss.get(level) == factory:
         old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
         n = len(old_rows)
         if n <= len(rows) and np.array_equal(old_rows, rows[:n]):

@@ -61,6 +61,10 @@ class Manifest:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     faiss: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, dict[str, Any]] = field(default_factory=dict)  # method → parameter → value (hiera build --set)
+    # a sharded build (hiera.shard): one entry per shard, {name, docs: [start, end], passages: [start, end],
+    # manifest_sha256}; a shard's own manifest says which shard it is in ``shard``
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    shard: dict[str, Any] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)  # sha256 of every file (`hiera check` verifies them)
     versions: dict[str, str] = field(default_factory=library_versions)
@@ -68,7 +72,11 @@ class Manifest:
     format: str = FORMAT
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        for key in ("shards", "shard"):  # an unsharded build's manifest stays as it was
+            if not d[key]:
+                del d[key]
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
@@ -80,9 +88,11 @@ class Manifest:
 
         Every file is fsynced first, so a manifest on disk means its files are too.
         """
+        nested = nested_builds(build_dir)  # shards: each listed and checked by its own manifest
         files = [
             p for p in sorted(build_dir.rglob("*"))
             if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
+            and not any(p.is_relative_to(d) for d in nested)
         ]
         self.files = {str(p.relative_to(build_dir)): p.stat().st_size for p in files}
         self.checksums = {str(p.relative_to(build_dir)): file_sha256(p, sync=True) for p in files}
@@ -136,6 +146,11 @@ class Manifest:
                 f"the {level} index was built with model {built['name']} (fingerprint {built['fingerprint'][:12]}), "
                 f"not {name} (fingerprint {fingerprint[:12]}); rebuild with `hiera build` or use the same model"
             )
+
+
+def nested_builds(build_dir: Path) -> list[Path]:
+    """Directories below ``build_dir`` with a manifest of their own (the shards of a sharded build)."""
+    return [p.parent for p in build_dir.rglob(MANIFEST) if p.parent != build_dir]
 
 
 def file_sha256(path: Path, sync: bool = False) -> str:

@@ -53,6 +53,7 @@ class BaseRetriever:
     def batch_search(
         self, queries: Sequence[str], k: int = 10, level: Level | None = None, **params: Any
     ) -> list[Results]:
+        self.col.check_method(self.name)
         qs = [check_query(q) for q in queries]
         k = check_k(k)
         lvl = self._level(level)

@@ -1,0 +1,13 @@
+"""Sharded builds and search: contiguous document ranges, merged exactly (issue 18).
+
+``layout`` (names, shard plan), ``bm25stats`` (BM25 with corpus-wide
+statistics), ``build`` (``hiera build --shards N``), ``engine`` (in-process or
+Ray: Ray Data encoding, Ray tasks per shard), ``shard`` (one shard's indexes
+behind a small primitive API), ``merge`` (per-shard top-k → global top-k),
+``collection`` (a :class:`~hiera.collection.Collection` whose indexes fan out
+over shards), ``serve`` (Ray Serve: a router plus one deployment per shard),
+``check`` (``hiera check`` of shards).
+
+Nothing here imports Ray at import time: only the Ray engine and Ray Serve do,
+when they are used.
+"""

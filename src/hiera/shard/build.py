@@ -1,0 +1,219 @@
+"""``hiera build --shards N [--engine ray]``: one index per contiguous document range.
+
+Called by :func:`hiera.index.build.build` inside its fresh ``.partial``
+directory and under the writer lock, so publishing is unchanged: every shard
+and the top manifest are written and fsynced first, then the ``index`` symlink
+is swapped. A build killed half-way leaves the old index live and a
+``.partial`` directory the next build removes.
+
+Steps (each shard's work is one task of the engine):
+
+1. the global layout (passage and document order, offsets), as an unsharded build writes it;
+2. the shard plan: contiguous document ranges with about equal passage counts;
+3. BM25: per shard, tokens and their statistics; the statistics are summed
+   into the corpus-wide ones that every shard's scores then use
+   (:mod:`hiera.shard.bm25stats`);
+4. dense: every passage and document summary encoded once (the embedding
+   cache first; Ray Data actors on Ray), rounded to float16;
+5. per shard: BM25 indexes, float16 matrices, Flat FAISS indexes, mean vectors
+   and the shard's manifest (files, sizes, checksums);
+6. the top manifest lists every shard with the sha256 of its manifest, so a
+   shard from another build is refused at load.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hiera.corpus.store import CorpusStore
+from hiera.encode import Encoder
+from hiera.errors import BadInputError
+from hiera.index.bm25 import Bm25Config
+from hiera.index.build import BuildOptions, _mean_vectors, check_defaults
+from hiera.index.dense import build_faiss, save_faiss, save_matrix
+from hiera.index.manifest import MANIFEST, Manifest, file_sha256, read_tuned
+from hiera.shard.bm25stats import CorpusStats, analyze, build_with_stats
+from hiera.shard.engine import make_engine
+from hiera.shard.layout import SHARDS_DIR, plan_ranges, shard_name
+from hiera.spec import METHODS
+
+EXACT_FACTORY = "Flat"
+
+
+def build_sharded_into(
+    out: Path,
+    store: CorpusStore,
+    opts: BuildOptions,
+    previous_dir: Path | None,
+    previous: Manifest | None,
+    log: Callable[[str], None],
+) -> Manifest:
+    """Write a sharded build into ``out`` (the caller publishes it); returns its top manifest."""
+    if not opts.shards:
+        raise BadInputError("--engine ray builds shards: give --shards N (N ≥ 1)")
+    if opts.dense and (opts.passage_factory, opts.doc_factory) != (EXACT_FACTORY, EXACT_FACTORY):
+        raise BadInputError(
+            f"sharded builds need Flat FAISS indexes (got passage {opts.passage_factory!r}, doc {opts.doc_factory!r}): "
+            "merging per-shard approximate indexes would not return what one index returns"
+        )
+    t0 = time.perf_counter()
+    corpus = _read_corpus(store, opts.bm25_doc_text == "fulltext")
+    (out / "layout").mkdir()
+    np.save(out / "layout" / "passage_rows.npy", corpus["passage_rows"])
+    np.save(out / "layout" / "doc_rows.npy", corpus["doc_rows"])
+    np.save(out / "layout" / "doc_offsets.npy", corpus["offsets"])
+    offsets = corpus["offsets"]
+    ranges = plan_ranges(offsets, opts.shards)
+    log(f"layout: {len(corpus['doc_rows'])} documents, {len(corpus['passage_rows'])} passages, "
+        f"{len(ranges)} shards ({time.perf_counter() - t0:.1f}s)")
+
+    rules = store.rules
+    manifest = Manifest(corpus_version=store.version, documents=len(corpus["doc_rows"]),
+                        passages=len(corpus["passage_rows"]), passage_rules=(rules.to_dict() if rules else {}))
+    carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
+    for table in (*carried, opts.defaults or {}):
+        for name, params in table.items():
+            if name in METHODS:
+                manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
+    check_defaults(manifest.defaults, opts.bm25, opts.dense)
+
+    engine = make_engine(opts.engine, address=opts.ray_address, workers=opts.workers, batch_size=opts.batch_size,
+                         cache_dir=opts.cache_dir, progress=opts.progress)
+    try:
+        entries = _build_shards(out, corpus, ranges, opts, engine, manifest, log)
+    finally:
+        engine.close()
+    manifest.shards = entries
+    manifest.write(out)
+    log(f"{len(entries)} shards ({engine.name} engine) in {time.perf_counter() - t0:.1f}s")
+    return manifest
+
+
+def _read_corpus(store: CorpusStore, fulltext: bool) -> dict[str, Any]:
+    """The corpus in index order: documents in store order, each one's passages in order (as index/build.py)."""
+    docs = list(store.iter_docs())
+    doc_pos = {d.id: i for i, d in enumerate(docs)}
+    counts = np.zeros(len(docs), dtype=np.int64)
+    rows: list[int] = []
+    texts: list[str] = []
+    full: list[list[str]] = [[d.title] for d in docs] if fulltext else []
+    sep = store.rules.title_sep if store.rules else ", "
+    for rowid, p in store.iter_passages():
+        i = doc_pos[p.doc_id]
+        counts[i] += 1
+        rows.append(rowid)
+        texts.append(p.titled_text(sep))
+        if full:
+            full[i].append(p.text)
+    summaries = [d.summary for d in docs]
+    return {
+        "doc_rows": np.array([d.rowid for d in docs], dtype=np.int64),
+        "passage_rows": np.array(rows, dtype=np.int64),
+        "offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        "passage_texts": texts,
+        "bm25_doc_texts": ["\n".join(f) for f in full] if full else summaries,
+        "summaries": summaries,
+    }
+
+
+def _build_shards(
+    out: Path, corpus: dict[str, Any], ranges: list[tuple[int, int]], opts: BuildOptions, engine: Any,
+    manifest: Manifest, log: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    offsets = corpus["offsets"]
+    spans = [(a, b, int(offsets[a]), int(offsets[b])) for a, b in ranges]
+    cfg = opts.bm25_config.to_dict()
+    n = len(spans)
+    tokens: list[Any] = [(None, None)] * n
+    stats: tuple[CorpusStats | None, CorpusStats | None] = (None, None)
+    if opts.bm25:
+        t = time.perf_counter()
+        handles = engine.run(
+            analyze_shard,
+            [(corpus["passage_texts"][pa:pb], corpus["bm25_doc_texts"][da:db], cfg) for da, db, pa, pb in spans],
+            num_returns=4,
+        )
+        tokens = [(h[0], h[1]) for h in handles]
+        p_stats = [engine.get(h[2]) for h in handles]
+        d_stats = [engine.get(h[3]) for h in handles]
+        stats = (sum(p_stats, CorpusStats()), sum(d_stats, CorpusStats()))
+        manifest.bm25 = {**cfg, "doc_text": opts.bm25_doc_text,
+                         "corpus_stats": {"passages": stats[0].to_dict(), "docs": stats[1].to_dict()}}
+        log(f"bm25: corpus-wide statistics over {n} shards in {time.perf_counter() - t:.1f}s")
+    pvecs = dvecs = None
+    if opts.dense:
+        t = time.perf_counter()
+        p_info = Encoder(opts.passage_encoder, use_cache=False).info
+        same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
+        d_info = p_info if same else Encoder(opts.doc_encoder, use_cache=False).info
+        if same:  # one pass: one set of model loads (Ray actors) for passages and summaries
+            both = engine.encode(opts.passage_encoder, corpus["passage_texts"] + corpus["summaries"], "encode")
+            pvecs, dvecs = both[: len(corpus["passage_texts"])], both[len(corpus["passage_texts"]) :]
+        else:
+            pvecs = engine.encode(opts.passage_encoder, corpus["passage_texts"], "encode passages")
+            dvecs = engine.encode(opts.doc_encoder, corpus["summaries"], "encode documents")
+        manifest.models = {"passage": p_info.to_dict(), "doc": d_info.to_dict()}
+        manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
+        log(f"dense: {len(pvecs)} passages, {len(dvecs)} documents encoded ({engine.name}) "
+            f"in {time.perf_counter() - t:.1f}s")
+    t = time.perf_counter()
+    (out / SHARDS_DIR).mkdir()
+    jobs = []
+    for i, (da, db, pa, pb) in enumerate(spans):
+        meta = {
+            "name": shard_name(i), "index": i, "count": n, "docs": [da, db], "passages": [pa, pb],
+            "corpus_version": manifest.corpus_version, "passage_rules": manifest.passage_rules,
+            "bm25": manifest.bm25, "models": manifest.models, "faiss": manifest.faiss,
+        }
+        jobs.append((
+            str(out / SHARDS_DIR / shard_name(i)), meta, offsets[da : db + 1] - offsets[da], tokens[i][0],
+            tokens[i][1], stats[0], stats[1], None if pvecs is None else pvecs[pa:pb],
+            None if dvecs is None else dvecs[da:db],
+        ))
+    entries = [engine.get(h) for h in engine.run(build_shard, jobs)]
+    log(f"shards: {n} indexes written in {time.perf_counter() - t:.1f}s")
+    return entries
+
+
+def analyze_shard(
+    passage_texts: list[str], doc_texts: list[str], config: dict[str, Any]
+) -> tuple[list[list[str]], list[list[str]], CorpusStats, CorpusStats]:
+    """One shard's BM25 tokens (passages, documents) and their statistics (summed over shards by the driver)."""
+    cfg = Bm25Config.from_dict(config)
+    p_tok, d_tok = analyze(passage_texts, cfg), analyze(doc_texts, cfg)
+    return p_tok, d_tok, CorpusStats.of(p_tok), CorpusStats.of(d_tok)
+
+
+def build_shard(
+    shard_dir: str, meta: dict[str, Any], offsets: np.ndarray, p_tokens: list | None, d_tokens: list | None,
+    p_stats: CorpusStats | None, d_stats: CorpusStats | None, pvecs: np.ndarray | None, dvecs: np.ndarray | None,
+) -> dict[str, Any]:
+    """Write one shard (its indexes, then its manifest, last); return its entry in the build's manifest."""
+    out = Path(shard_dir)
+    out.mkdir(parents=True)
+    m = Manifest(corpus_version=meta["corpus_version"], documents=meta["docs"][1] - meta["docs"][0],
+                 passages=meta["passages"][1] - meta["passages"][0], passage_rules=meta["passage_rules"],
+                 shard={k: meta[k] for k in ("name", "index", "count", "docs", "passages")})
+    if meta["bm25"] is not None and p_tokens is not None and d_tokens is not None:
+        cfg = Bm25Config.from_dict(meta["bm25"])
+        build_with_stats(p_tokens, p_stats, cfg).save(out / "bm25-passages")  # type: ignore[arg-type]
+        build_with_stats(d_tokens, d_stats, cfg).save(out / "bm25-docs")  # type: ignore[arg-type]
+        m.bm25 = meta["bm25"]
+    if meta["models"] and pvecs is not None and dvecs is not None:
+        (out / "dense").mkdir()
+        save_matrix(out / "dense" / "passages.f16.npy", pvecs)
+        save_faiss(build_faiss(pvecs, meta["faiss"]["passage"]), out / "dense" / "passages.faiss")
+        save_matrix(out / "dense" / "docs.f16.npy", dvecs)
+        save_faiss(build_faiss(dvecs, meta["faiss"]["doc"]), out / "dense" / "docs.faiss")
+        mean = _mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
+        save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
+        save_faiss(build_faiss(mean, meta["faiss"]["doc"]), out / "dense" / "docs-mean.faiss")
+        m.models, m.faiss = meta["models"], meta["faiss"]
+    m.write(out)
+    return {"name": meta["name"], "docs": meta["docs"], "passages": meta["passages"],
+            "manifest_sha256": file_sha256(out / MANIFEST)}

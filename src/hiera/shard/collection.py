@@ -1,0 +1,205 @@
+"""A collection whose indexes are spread over shards, searched by the unchanged retrievers.
+
+Retrievers read a collection through a handful of index objects: a BM25 index
+(``search``, ``scores``), FAISS indexes (``search``, ``ntotal``) and vector
+matrices (row gathers and slices), all addressed by global passage / document
+position. :class:`ShardedCollection` replaces each by a proxy that asks every
+shard and merges:
+
+* top-k searches (BM25, FAISS): each shard's top k, merged by score then
+  position (:mod:`hiera.shard.merge`) — exact, because BM25 shards score with
+  corpus-wide statistics and the FAISS indexes are Flat (sharded builds refuse
+  approximate ones);
+* full score vectors and matrix rows: the shards' pieces, concatenated.
+
+Everything above these objects — document stages, DHR's gather and fusion,
+normalization by the query's best score, RRF — runs once, on the merged
+values, in :mod:`hiera.retrieve`, so it sees exactly what it sees on one
+index. Layout arrays (the global order) and the corpus store stay local.
+
+Methods whose exactness on shards is proved by the tests are listed in
+:data:`EXACT_METHODS`; any other registry method is refused with one line.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hiera.collection import Collection
+from hiera.errors import BadInputError, ManifestMismatchError
+from hiera.shard.fanout import FanOut, LocalFanOut
+from hiera.shard.merge import merge_faiss, merge_topk
+from hiera.shard.shard import Shard
+
+# Every method that reaches the indexes only through the proxied objects (tests/shard checks each one).
+EXACT_METHODS = frozenset({"bm25", "bm25-doc", "dense", "dhr", "dhr-parallel", "hybrid", "bm25-dhr", "sets"})
+
+
+class ShardedBm25:
+    """A BM25 index over all shards: ``search`` merges top-k lists, ``scores`` concatenates."""
+
+    def __init__(self, fan: FanOut, kind: str, starts: Sequence[int], size: int) -> None:
+        self.fan, self.kind, self.starts, self.size = fan, kind, list(starts), size
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = self.fan.call("bm25_search", [(self.kind, query, k)] * self.fan.n)
+        return merge_topk(parts, self.starts, k)
+
+    def scores(self, query: str) -> np.ndarray:
+        return np.concatenate(self.fan.call("bm25_scores", [(self.kind, query)] * self.fan.n)).astype(np.float32)
+
+
+class ShardedFaiss:
+    """A Flat FAISS index over all shards, shaped like one (``search`` returns (scores, ids))."""
+
+    def __init__(self, fan: FanOut, kind: str, starts: Sequence[int], ntotal: int, d: int) -> None:
+        self.fan, self.kind, self.starts, self.ntotal, self.d = fan, kind, list(starts), ntotal, d
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+        parts = self.fan.call("faiss_search", [(self.kind, q, k)] * self.fan.n)
+        return merge_faiss(parts, self.starts, k)
+
+
+class ShardedMatrix:
+    """A vector matrix over all shards: integer-array gathers and slices fetch the shards' rows."""
+
+    def __init__(self, fan: FanOut, kind: str, starts: Sequence[int], total: int, dim: int, dtype: Any) -> None:
+        self.fan, self.kind = fan, kind
+        self.bounds = np.asarray([*starts, total], dtype=np.int64)
+        self.shape = (total, dim)
+        self.dtype = np.dtype(dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                return self[start:stop][::step]
+            return self._range(start, stop)
+        if isinstance(key, int | np.integer):
+            i = int(key) + (self.shape[0] if int(key) < 0 else 0)
+            return self._gather(np.asarray([i]))[0]
+        return self._gather(np.asarray(key, dtype=np.int64))
+
+    def _range(self, start: int, stop: int) -> np.ndarray:
+        args: list[tuple | None] = []
+        for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True):
+            lo, hi = max(start, int(a)), min(stop, int(b))
+            args.append((self.kind, lo - int(a), hi - int(a)) if lo < hi else None)
+        parts = [p for p in self.fan.call("row_range", args) if p is not None]
+        return np.concatenate(parts) if parts else np.zeros((0, self.shape[1]), dtype=self.dtype)
+
+    def _gather(self, pos: np.ndarray) -> np.ndarray:
+        out = np.empty((len(pos), self.shape[1]), dtype=self.dtype)
+        if len(pos) == 0:
+            return out
+        if pos.min() < 0 or pos.max() >= self.shape[0]:
+            raise IndexError(f"row positions out of range 0..{self.shape[0] - 1}")
+        owner = np.searchsorted(self.bounds, pos, side="right") - 1
+        args: list[tuple | None] = []
+        for s in range(len(self.bounds) - 1):
+            mine = owner == s
+            args.append((self.kind, pos[mine] - self.bounds[s]) if mine.any() else None)
+        for s, rows in enumerate(self.fan.call("rows", args)):
+            if rows is not None:
+                out[owner == s] = rows
+        return out
+
+
+class ShardedCollection(Collection):
+    """:class:`Collection` over a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve)."""
+
+    def __init__(self, root: str | Path, *, fanout: FanOut | None = None, **kwargs: Any) -> None:
+        super().__init__(root, **kwargs)
+        self.shards = list(self.manifest.shards)
+        self.doc_starts = [int(e["docs"][0]) for e in self.shards]
+        self.passage_starts = [int(e["passages"][0]) for e in self.shards]
+        self._check_ranges()
+        if fanout is None:
+            local = [Shard(self.build_dir, e, self.manifest.corpus_version, mmap=self.mmap, vectors=self.vectors)
+                     for e in self.shards]
+            fanout = LocalFanOut(local)
+            # a server reopens the collection after every rebuild: the old one's threads go with it
+            weakref.finalize(self, fanout.close)
+        self.fanout = fanout
+
+    def _check_ranges(self) -> None:
+        """The shards tile the documents and passages, in order (else the manifest is damaged)."""
+        d = [(int(e["docs"][0]), int(e["docs"][1])) for e in self.shards]
+        p = [(int(e["passages"][0]), int(e["passages"][1])) for e in self.shards]
+        for (ranges, total, what) in ((d, self.n_docs, "documents"), (p, self.n_passages, "passages")):
+            ends = [0] + [b for _, b in ranges]
+            if [a for a, _ in ranges] != ends[:-1] or ends[-1] != total:
+                raise ManifestMismatchError(
+                    f"the shards of {self.build_dir} do not cover its {total} {what} in order; rebuild with "
+                    f"`hiera build {self.root}`"
+                )
+
+    def check_method(self, name: str) -> None:
+        if name not in EXACT_METHODS:
+            raise BadInputError(
+                f"method {name!r} is not served on a sharded build ({len(self.shards)} shards): its results are not "
+                f"proved identical to one index's; sharded methods: {', '.join(sorted(EXACT_METHODS))}"
+            )
+
+    def _dim(self, level: str) -> int:
+        return int(self.manifest.models[level]["dim"])
+
+    @property
+    def _vector_dtype(self) -> Any:
+        return np.float16 if self.vectors == "float16" else np.float32
+
+    @cached_property
+    def bm25_passages(self) -> ShardedBm25:  # type: ignore[override]
+        self._need("BM25", self.manifest.bm25 is not None)
+        return ShardedBm25(self.fanout, "passages", self.passage_starts, self.n_passages)
+
+    @cached_property
+    def bm25_docs(self) -> ShardedBm25:  # type: ignore[override]
+        self._need("BM25", self.manifest.bm25 is not None)
+        return ShardedBm25(self.fanout, "docs", self.doc_starts, self.n_docs)
+
+    @cached_property
+    def passage_faiss(self) -> ShardedFaiss:
+        self._need("dense", self.has_dense)
+        return ShardedFaiss(self.fanout, "passages", self.passage_starts, self.n_passages, self._dim("passage"))
+
+    @cached_property
+    def doc_faiss(self) -> ShardedFaiss:
+        self._need("dense", self.has_dense)
+        return ShardedFaiss(self.fanout, "docs", self.doc_starts, self.n_docs, self._dim("doc"))
+
+    @cached_property
+    def doc_mean_faiss(self) -> ShardedFaiss:
+        self._need("dense", self.has_dense)
+        return ShardedFaiss(self.fanout, "docs-mean", self.doc_starts, self.n_docs, self._dim("passage"))
+
+    @cached_property
+    def passage_vectors(self) -> ShardedMatrix:  # type: ignore[override]
+        self._need("dense", self.has_dense)
+        return ShardedMatrix(self.fanout, "passages", self.passage_starts, self.n_passages, self._dim("passage"),
+                             self._vector_dtype)
+
+    @cached_property
+    def doc_vectors(self) -> ShardedMatrix:  # type: ignore[override]
+        self._need("dense", self.has_dense)
+        return ShardedMatrix(self.fanout, "docs", self.doc_starts, self.n_docs, self._dim("doc"), self._vector_dtype)
+
+    @cached_property
+    def doc_mean_vectors(self) -> ShardedMatrix:  # type: ignore[override]
+        self._need("dense", self.has_dense)
+        return ShardedMatrix(self.fanout, "docs-mean", self.doc_starts, self.n_docs, self._dim("passage"),
+                             self._vector_dtype)
+
+    def warmup(self) -> None:
+        self.fanout.call("warmup", [()] * self.fanout.n)
+        super().warmup()

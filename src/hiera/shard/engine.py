@@ -1,0 +1,151 @@
+"""Where a sharded build runs its work: in this process, or on a Ray cluster.
+
+Both engines offer the same three operations, so :mod:`hiera.shard.build` has
+one code path:
+
+* ``run(fn, args, num_returns)`` → one handle per call (the value itself
+  in-process, Ray object refs on Ray; a ref passed as an argument of a later
+  ``run`` is resolved by Ray on the worker, so token lists and vector slices
+  go from task to task through the object store, not through the driver);
+* ``get(handle)`` → the value;
+* ``encode(model, texts)`` → float32 vectors rounded to float16 (what the
+  matrices store), through the encoder's on-disk cache. On Ray: Ray Data
+  ``map_batches`` over a pool of actors, one model loaded per actor.
+
+Ray is imported only by :class:`RayEngine`, so hiera works without the ``ray`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hiera.encode import Encoder, default_cache_dir
+from hiera.errors import BadInputError, HieraError
+
+ENGINES = ("local", "ray")
+ENCODE_BATCH = 256  # texts per Ray Data batch: big enough to amortize a call, small enough to spread
+
+
+def _rounded(vecs: np.ndarray) -> np.ndarray:
+    # the matrices store float16; FAISS must hold exactly those values (as index/build.py does)
+    return vecs.astype(np.float16).astype(np.float32)
+
+
+class LocalEngine:
+    """Everything in this process, one shard after another."""
+
+    name = "local"
+
+    def __init__(self, batch_size: int = 32, cache_dir: Path | None = None, progress: bool = False) -> None:
+        self.batch_size, self.cache_dir, self.progress = batch_size, cache_dir, progress
+
+    def run(self, fn: Callable[..., Any], args: Sequence[tuple], num_returns: int = 1) -> list[Any]:
+        return [fn(*a) for a in args]
+
+    def get(self, handle: Any) -> Any:
+        return handle
+
+    def encode(self, model: str, texts: list[str], desc: str) -> np.ndarray:
+        enc = Encoder(model, batch_size=self.batch_size, cache_dir=self.cache_dir)
+        return _rounded(enc.encode_document(texts, progress=self.progress, desc=desc))
+
+    def close(self) -> None:
+        pass
+
+
+class EncodeActor:
+    """A Ray Data actor: one encoder loaded once, then batch after batch (the cache shared on disk)."""
+
+    def __init__(self, model: str, batch_size: int, cache_dir: str) -> None:
+        self.encoder = Encoder(model, batch_size=batch_size, cache_dir=Path(cache_dir))
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        vecs = self.encoder.encode_document([str(t) for t in batch["text"]])
+        return {"i": batch["i"], "v": _rounded(vecs)}
+
+
+class RayEngine:
+    """Ray tasks per shard and Ray Data encoding; connects to ``address`` or starts a local Ray."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None, batch_size: int = 32,
+                 cache_dir: Path | None = None, progress: bool = False) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise HieraError("--engine ray needs Ray: pip install 'hiera[ray]'") from None
+        self.ray = ray
+        self.owned = not ray.is_initialized()
+        if self.owned:
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    ray.init(include_dashboard=False, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                where = address or "a local Ray"
+                raise HieraError(f"cannot start or reach {where}: {str(e).splitlines()[0]}") from None
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.workers = max(1, workers or cpus)
+        self.batch_size = batch_size
+        # resolved here, so that every actor writes the one cache this process would use
+        self.cache_dir = str(cache_dir or default_cache_dir())
+        self.progress = progress
+        self._remote: dict[Callable[..., Any], Any] = {}
+
+    def run(self, fn: Callable[..., Any], args: Sequence[tuple], num_returns: int = 1) -> list[Any]:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self.ray.remote(fn)
+        return [remote.options(num_returns=num_returns, num_cpus=1).remote(*a) for a in args]
+
+    def get(self, handle: Any) -> Any:
+        if isinstance(handle, list | tuple):
+            return [self.get(h) for h in handle]
+        return self.ray.get(handle)
+
+    def encode(self, model: str, texts: list[str], desc: str) -> np.ndarray:
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = self.progress
+        blocks = max(1, -(-len(texts) // ENCODE_BATCH))
+        actors = min(self.workers, blocks)  # a model load costs seconds: no actor without a batch to encode
+        ds = ray.data.from_items(
+            [{"i": i, "text": t} for i, t in enumerate(texts)], override_num_blocks=min(blocks, 64 * actors)
+        )
+        ds = ds.map_batches(
+            EncodeActor,
+            fn_constructor_kwargs={"model": model, "batch_size": self.batch_size, "cache_dir": self.cache_dir},
+            batch_size=ENCODE_BATCH, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=1,
+        )
+        out: np.ndarray | None = None
+        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            vecs = np.asarray(batch["v"], dtype=np.float32)
+            if out is None:
+                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[np.asarray(batch["i"], dtype=np.int64)] = vecs
+        if out is None:
+            raise HieraError(f"{desc}: Ray Data returned no vectors")
+        return out
+
+    def close(self) -> None:
+        if self.owned:
+            self.ray.shutdown()
+
+
+def make_engine(engine: str, *, address: str | None, workers: int | None, batch_size: int,
+                cache_dir: Path | None, progress: bool) -> LocalEngine | RayEngine:
+    if engine == "local":
+        if address:
+            raise BadInputError("--ray-address needs --engine ray")
+        return LocalEngine(batch_size, cache_dir, progress)
+    if engine == "ray":
+        return RayEngine(address, workers, batch_size, cache_dir, progress)
+    raise BadInputError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
