@@ -300,6 +300,16 @@ class CorpusStore:
         texts = [r[0] for r in conn.execute("SELECT text FROM passages WHERE doc_id=? ORDER BY ord", (doc_id,))]
         return "\n".join([row[0] if row else "", *texts])
 
+    def iter_aliases(self) -> Iterator[tuple[str, str]]:
+        """``(alias, target title)`` of every stored redirect (the linking pipeline's alias index reads them)."""
+        yield from self._conn().execute("SELECT alias, target FROM aliases ORDER BY alias")
+
+    def iter_doc_links(self) -> Iterator[list[str]]:
+        """The outgoing link targets of every document that has any (sources with wikilinks: wikipedia-xml)."""
+        q = "SELECT json_extract(tree, '$.links') FROM documents WHERE json_array_length(tree, '$.links') > 0"
+        for (raw,) in self._conn().execute(q):
+            yield [str(t) for t in json.loads(raw)]
+
 
 def _passage(r: tuple) -> Passage:
     return Passage(id=r[1], doc_id=r[2], order=r[3], section_path=tuple(json.loads(r[4])), text=r[5], doc_title=r[6])

@@ -30,6 +30,11 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     strongest stages on the pooled benchmark; fusing the weak summary and
     mean stages in pulled document top-1 from 87 to 50), divided by the
     best fused score so the top document scores 1 and λ keeps one scale.
+``linked``
+    the documents the linking pipeline (:mod:`hiera.link.pipeline`) links to
+    the question: entity, event and decomposition linking, RRF-fused and
+    divided by the best. Only linked documents score; with ``dhr`` this is
+    "DHR over the linked documents".
 
 All scores are "higher is better" and, after the stated normalization, lie
 in [-1, 1], so ``passage score + λ · document score`` stays meaningful.
@@ -199,7 +204,26 @@ class Fused(DocStage):
         return a.ids[idx], by_max(sc)
 
 
-STAGES: dict[str, DocStage] = {s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused())}
+class Linked(DocStage):
+    """The linking pipeline's documents (hiera.link.pipeline, default settings), by fused linking score / best.
+
+    Only linked documents score (``all`` gives the others 0): DHR then ranks the
+    passages of the documents entity, event and decomposition linking chose.
+    """
+
+    name = "linked"
+    vectors = frozenset({"qd"})
+
+    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+        from hiera.link.pipeline import linker_for  # the pipeline imports this module's stages
+
+        res = linker_for(col).link(query, qd=ctx.get("qd"))
+        return res.docs[:k], res.scores[:k]
+
+
+STAGES: dict[str, DocStage] = {
+    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused(), Linked())
+}
 DOC_STAGES = tuple(STAGES)
 
 

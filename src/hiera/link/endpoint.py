@@ -1,0 +1,118 @@
+"""The optional model decomposer: an OpenAI-compatible chat-completions endpoint writes the sub-facts.
+
+As the paper's decomposer does, it asks for 5 sets of 3 short sentences that
+would, together, support the answer (hypothetical facts, which need not be
+true: they are queries for event linking). The reply's message content must
+be JSON: ``{"sets": [["…", "…", "…"], …]}`` (a bare list of lists is
+accepted, and a fenced code block around it).
+
+It never fails a search: a refused connection, an HTTP error, a timeout or
+a reply that is not that JSON falls back to the rules decomposer, and the
+returned :class:`Decomposition` carries a warning saying what happened (the
+trace shows it). Off by default; a URL is a server-side setting (a request
+must not make the server call arbitrary addresses). The standard library's
+``urllib`` is the client: no extra dependency, and a test's local fake
+server is all it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+from hiera.link.decompose import Decomposition, RulesDecomposer
+
+SETS, SENTENCES = 5, 3
+MAX_REPLY_BYTES = 1_000_000
+SYSTEM = (
+    "You decompose multi-hop questions for a retrieval system. Reply with JSON only: "
+    f'{{"sets": [[s1, s2, s3], ...]}} with exactly {SETS} sets of {SENTENCES} short declarative sentences each; '
+    "each set states facts that together would answer the question, naming the entities involved."
+)
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+class EndpointError(ValueError):
+    """The endpoint's reply is unusable (the message says why)."""
+
+
+def chat_url(url: str) -> str:
+    """``…/chat/completions`` as given, else appended to the base URL (``http://host/v1`` → ``…/v1/chat/completions``)."""
+    url = url.rstrip("/")
+    return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+
+def parse_sets(content: str) -> list[list[str]]:
+    """The sentence sets of a reply's message content; :class:`EndpointError` when it is not the asked-for JSON."""
+    try:
+        data = json.loads(_FENCE.sub("", content.strip()))
+    except json.JSONDecodeError as e:
+        raise EndpointError(f"the reply is not JSON ({e.msg})") from None
+    sets = data.get("sets") if isinstance(data, dict) else data
+    if not isinstance(sets, list) or not sets:
+        raise EndpointError('the reply has no "sets" list')
+    out: list[list[str]] = []
+    for group in sets[:SETS]:
+        if isinstance(group, str):
+            group = [group]
+        if not isinstance(group, list) or not all(isinstance(s, str) for s in group):
+            raise EndpointError("each set must be a list of sentences (strings)")
+        kept = [" ".join(s.split()) for s in group[:SENTENCES] if s.strip()]
+        if kept:
+            out.append(kept)
+    if not out:
+        raise EndpointError("every set is empty")
+    return out
+
+
+class EndpointDecomposer:
+    """Sentence sets from a chat-completions endpoint; the rules decomposer when it fails."""
+
+    name = "endpoint"
+
+    def __init__(self, url: str, fallback: RulesDecomposer, timeout: float = 10.0, model: str = "default") -> None:
+        if not url.startswith(("http://", "https://")):
+            from hiera.errors import BadInputError
+
+            raise BadInputError(f"decomposer_url must be an http(s) URL, got {url!r}")
+        self.url = chat_url(url)
+        self.fallback = fallback
+        self.timeout = timeout
+        self.model = model
+
+    def request_body(self, question: str) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        }
+
+    def _call(self, question: str) -> list[list[str]]:
+        body = json.dumps(self.request_body(question)).encode()
+        req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - http(s) only, checked above
+            raw = resp.read(MAX_REPLY_BYTES + 1)
+        if len(raw) > MAX_REPLY_BYTES:
+            raise EndpointError(f"the reply is larger than {MAX_REPLY_BYTES} bytes")
+        try:
+            reply = json.loads(raw)
+            content = reply["choices"][0]["message"]["content"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError):
+            raise EndpointError("the reply is not a chat-completions response (choices[0].message.content)") from None
+        if not isinstance(content, str):
+            raise EndpointError("the reply's message content is not text")
+        return parse_sets(content)
+
+    def decompose(self, question: str) -> Decomposition:
+        try:
+            sets = self._call(question)
+        except (TimeoutError, urllib.error.URLError, OSError, EndpointError) as e:
+            reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", None) or e
+            kind = "timed out" if isinstance(e, TimeoutError) or "timed out" in str(reason) else "failed"
+            d = self.fallback.decompose(question)
+            d.warnings.append(f"decomposer endpoint {self.url} {kind} ({reason}); used the rules decomposer")
+            return d
+        return Decomposition("generated", sentences=sets, source="endpoint")

@@ -1,0 +1,211 @@
+"""``linking`` on a small real HotpotQA sample: the full pipeline, its trace, its ablations and failures.
+
+The collection is every context paragraph (supporting and distractor) of the
+first public dev questions that are not yes/no questions, plus one redirect.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import helpers
+import pytest
+
+from hiera.cli import main
+from hiera.collection import Collection
+from hiera.corpus.ingest import ingest
+from hiera.corpus.readers.base import Redirect
+from hiera.corpus.store import CorpusStore
+from hiera.errors import BadInputError
+from hiera.index.build import BuildOptions, build
+from hiera.link.pipeline import linker_for
+from hiera.retrieve import get_retriever
+
+N_QUESTIONS = 6
+STEPS = ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition", "decomposition-linking",
+         "linked-documents", "coarse-filter", "rerank"]
+ALIAS = "Shirley Jane Temple"  # a redirect the sample does not contain
+
+
+@pytest.fixture(scope="module")
+def sample(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    questions, pool, seen = [], [], set()
+    with (data_dir / "hotpotqa" / "dev_subsampled.public250.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if {a.lower() for o in rec["answers_objects"] for a in o["spans"]} <= {"yes", "no"}:
+                continue
+            questions.append({"text": rec["question_text"],
+                              "supporting": [c["title"] for c in rec["contexts"] if c["is_supporting"]]})
+            for c in rec["contexts"]:
+                if (c["title"], c["paragraph_text"]) not in seen:
+                    seen.add((c["title"], c["paragraph_text"]))
+                    pool.append({"id": f"p{len(pool)}", "title": c["title"], "text": c["paragraph_text"]})
+            if len(questions) == N_QUESTIONS:
+                break
+    tmp = tmp_path_factory.mktemp("linking")
+    src = tmp / "pool.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in pool), encoding="utf-8")
+    root = tmp / "col"
+    ingest([src], "hotpotqa-pool", root, progress=False)
+    store = CorpusStore(root)
+    store.ingest([Redirect(ALIAS, pool[0]["title"])])
+    store.close()
+    build(root, BuildOptions(progress=False, cache_dir=helpers.session_cache_dir(tmp_path_factory)), log=helpers.QUIET)
+    return root, questions
+
+
+@pytest.fixture(scope="module")
+def col(sample: tuple[Path, list[dict]]) -> Collection:
+    return Collection(sample[0])
+
+
+def step(res, name: str) -> dict:
+    [s] = [s for s in res.trace if s.name == name]
+    return s.detail
+
+
+def test_full_pipeline_returns_a_complete_trace(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    questions = sample[1]
+    results = get_retriever("linking", col).batch_search([q["text"] for q in questions], k=10)
+    both = 0
+    for q, res in zip(questions, results, strict=True):
+        assert [s.name for s in res.trace] == STEPS
+        for m in step(res, "mentions")["mentions"]:
+            a, b = m["span"]
+            assert q["text"][a:b] == m["text"]
+        linked = step(res, "linked-documents")
+        assert linked["documents"] == len(linked["linked"]) > 0
+        for entry in linked["linked"]:
+            assert entry["sources"] and {s["source"] for s in entry["sources"]} <= {"entity", "event", "decomposition", "bridge"}
+        titles = {e["title"] for e in linked["linked"]}
+        both += set(q["supporting"]) <= titles
+        bridged = {e["title"] for e in linked["linked"] if any(s["source"] == "bridge" for s in e["sources"])}
+        named = {e["title"] for e in step(res, "decomposition-linking")["named_in_first_hop"]}
+        assert named <= titles and bridged >= named  # documents named in the first hop are linked as bridges
+        coarse = step(res, "coarse-filter")
+        assert coarse["documents"] == linked["documents"] and coarse["kept"] == min(coarse["passages"], 200)
+        assert step(res, "rerank")["model"] is None and "no reranker" in step(res, "rerank")["note"]
+        # hits come from linked documents only, in coarse BM25 order, each saying why
+        assert res.hits and all(h.title in titles for h in res)
+        assert [h.stages["bm25"].rank for h in res] == list(range(1, len(res) + 1))
+        assert all(h.stages["link"].rank >= 1 for h in res)
+    assert both >= N_QUESTIONS - 2, both
+
+
+def test_reranker_orders_the_coarse_passages(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    q = sample[1][0]["text"]
+    r = get_retriever("linking", col, reranker=str(helpers.tiny_classifier()))
+    res = r.search(q, k=5, coarse_depth=8)
+    rerank = step(res, "rerank")
+    assert rerank["model"] == "clf" and rerank["scored"] == step(res, "coarse-filter")["kept"] <= 8
+    scores = [h.stages["rerank"].score for h in res]
+    assert scores == sorted(scores, reverse=True) and [h.stages["rerank"].rank for h in res] == [1, 2, 3, 4, 5]
+    assert all(h.score == h.stages["rerank"].score for h in res)
+    with pytest.raises(Exception, match="not a directory"):
+        r.search(q, reranker="/nonexistent/reranker")
+
+
+def test_a_question_without_mentions_still_gets_event_linking(col: Collection) -> None:
+    res = get_retriever("linking", col).search("what is it about?", k=5)
+    assert step(res, "mentions")["mentions"] == [] and "event linking still runs" in step(res, "mentions")["note"]
+    assert step(res, "event-linking")["linked"] and res.hits
+
+
+def test_sources_can_be_switched_off(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    q = sample[1][1]["text"]
+    r = get_retriever("linking", col)
+    only_entity = r.search(q, k=5, event_titles=0, decomposition_titles=0)
+    assert set(step(only_entity, "linked-documents")["by_source"]) == {"entity"}
+    only_event = r.search(q, k=5, entity_titles=0, decomposition_titles=0)
+    assert set(step(only_event, "linked-documents")["by_source"]) == {"event"}
+    nothing = r.search(q, k=5, entity_titles=0, event_titles=0, decomposition_titles=0)
+    assert nothing.hits == []
+    assert "nothing linked" in step(nothing, "linked-documents")["notes"][0]
+    assert "no linked documents" in step(nothing, "coarse-filter")["note"]
+    none = r.search("Who directed Jaws and produced Jurassic Park?", k=5, decomposer="none")
+    assert step(none, "decomposition")["shape"] == "none"
+
+
+def test_decomposer_endpoint_down_degrades_with_a_warning(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    r = get_retriever("linking", col, decomposer="endpoint", decomposer_url=f"http://127.0.0.1:{port}/v1")
+    res = r.search(sample[1][0]["text"], k=5)
+    d = step(res, "decomposition")
+    assert d["decomposer"] == "rules" and "used the rules decomposer" in d["warnings"][0]
+    assert res.hits
+
+
+def test_bad_decomposer_settings_are_one_line_errors(col: Collection) -> None:
+    r = get_retriever("linking", col)
+    with pytest.raises(BadInputError, match="decomposer=gpt must be one of rules, none, endpoint"):
+        r.search("Who is Ed Wood?", decomposer="gpt")
+    with pytest.raises(BadInputError, match="needs decomposer_url"):
+        r.search("Who is Ed Wood?", decomposer="endpoint")
+
+
+def test_redirects_reach_the_alias_index(col: Collection) -> None:
+    first = next(col.store.iter_docs())
+    [m] = linker_for(col).titles.exact(ALIAS.lower())
+    assert m.kind == "alias" and linker_for(col).titles.titles[m.doc] == first.title
+
+
+def test_doc_level_and_dhr_over_linked_documents(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    q = sample[1][2]["text"]
+    res = get_retriever("linking", col).search(q, k=5, level="doc")
+    linked = {e["title"] for e in step(res, "linked-documents")["linked"]}
+    assert len({h.doc_id for h in res}) == len(res) and all(h.title in linked for h in res)
+    dhr = get_retriever("dhr", col).search(q, k=5, doc_stage="linked", top_docs=100)
+    assert dhr.hits and all(h.title in linked for h in dhr)
+    assert max(h.stages["doc"].score for h in dhr) <= 1.0
+
+
+def test_search_explain_prints_the_trace_as_a_tree(sample: tuple[Path, list[dict]], capsys: pytest.CaptureFixture[str]) -> None:
+    q = sample[1][0]["text"]
+    assert main(["search", str(sample[0]), q, "-r", "linking", "-k", "3", "--explain"]) == 0
+    out = capsys.readouterr().out
+    tree = out[out.index("how this was found"):]
+    lines = tree.splitlines()
+    for name in STEPS[1:]:
+        assert any(line.startswith(f"  {name}  (") for line in lines), name
+    assert any(line.startswith("      - text: ") for line in lines)  # a mention, nested under its step
+    assert any("source: " in line for line in lines)
+
+
+def test_the_api_returns_the_trace_and_refuses_a_decomposer_url(sample: tuple[Path, list[dict]]) -> None:
+    from fastapi.testclient import TestClient
+
+    from hiera.serve import create_app
+
+    q = sample[1][0]["text"]
+    with TestClient(create_app(sample[0], warmup=False)) as client:
+        r = client.get("/search", params={"q": q, "retriever": "linking", "k": 3, "decomposer": "none"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [s["name"] for s in body["trace"]] == STEPS
+        linked = next(s for s in body["trace"] if s["name"] == "linked-documents")["detail"]["linked"]
+        assert linked and all(e["doc_id"] and e["sources"] for e in linked)
+        # a URL the server would call is a server-side setting, never a request parameter
+        r = client.get("/search", params={"q": q, "retriever": "linking", "decomposer_url": "http://127.0.0.1:1/v1"})
+        assert r.status_code == 422 and "server-side setting" in r.json()["detail"]
+
+
+def test_search_decomposer_url_flag(sample: tuple[Path, list[dict]], capsys: pytest.CaptureFixture[str]) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    q = sample[1][0]["text"]
+    assert main(["search", str(sample[0]), q, "-r", "linking", "--json", "--decomposer-url", f"http://127.0.0.1:{port}/v1"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["params"]["decomposer"] == "endpoint"
+    decomposition = next(s for s in body["trace"] if s["name"] == "decomposition")["detail"]
+    assert "used the rules decomposer" in decomposition["warnings"][0]
+    # another method has no decomposer: a one-line error
+    assert main(["search", str(sample[0]), q, "-r", "bm25", "--decomposer-url", "http://127.0.0.1:9/v1"]) == 2  # bad input
+    assert "decomposer" in capsys.readouterr().err
