@@ -1,0 +1,188 @@
+"""FetchHR's retriever: exclusion across layers, single-layer mode, budgets, index kinds, errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from helpers import TOPIC_QUERIES
+
+from hiera.collection import Collection
+from hiera.errors import BadInputError
+from hiera.fetchhr.exclude import fetch_new
+from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
+from hiera.index.dense import build_faiss, faiss_module, faiss_search
+from hiera.retrieve import get_retriever
+
+QUERY = TOPIC_QUERIES["jazz"]
+
+
+@pytest.fixture(scope="module")
+def fetchhr(col: Collection):
+    return get_retriever("fetchhr", col)
+
+
+def _layer(hit) -> int:
+    (name,) = hit.stages
+    assert name.startswith("layer")
+    return int(name[5:])
+
+
+def test_no_passage_twice_and_k_new_per_layer(fetchhr, col: Collection) -> None:
+    res = fetchhr.search(QUERY, k=12, k_per_layer="2")
+    ids = [h.passage_id for h in res.hits]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert Counter(_layer(h) for h in res.hits) == dict.fromkeys(range(1, 7), 2)
+    steps = [s for s in res.trace if s.name.startswith("layer")]
+    assert [s.detail["layer"] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert all(s.detail["fetched"] == 2 and "partial" not in s.detail and s.ms >= 0 for s in steps)
+    # later layers had to search deeper than k to get past what earlier layers took
+    assert steps[-1].detail["k_grew_to"] > 2
+    assert [s.name for s in res.trace][0] == "encode-query"  # one shared forward pass, before every layer
+
+
+def test_uneven_budgets_and_the_default_even_split(fetchhr) -> None:
+    res = fetchhr.search(QUERY, k=9, layers="1,3,6", k_per_layer="1,3,5")
+    assert Counter(_layer(h) for h in res.hits) == {1: 1, 3: 3, 6: 5}
+    res = fetchhr.search(QUERY, k=8, layers="2-3")
+    assert Counter(_layer(h) for h in res.hits) == {2: 4, 3: 4}
+    assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
+
+
+def test_partial_result_when_the_index_runs_out(fetchhr, col: Collection) -> None:
+    n = col.n_passages
+    per = n // 3 + 1  # three layers ask for more than the collection holds
+    res = fetchhr.search(QUERY, k=min(1000, 3 * per), layers="1-3", k_per_layer=str(per))
+    ids = [h.passage_id for h in res.hits]
+    assert len(ids) == n and len(set(ids)) == n  # everything, once
+    steps = {s.detail["layer"]: s for s in res.trace if s.name.startswith("layer")}
+    assert "partial" not in steps[1].detail and steps[1].detail["fetched"] == per
+    assert "partial" in steps[3].detail and steps[3].detail["fetched"] == n - 2 * per
+    assert f"only {n - 2 * per} new of the {per}" in steps[3].detail["partial"]
+
+
+def test_single_layer_equals_a_plain_search_with_that_layers_vector(fetchhr, col: Collection) -> None:
+    model = fetchhr.model(None)
+    for layer in (1, 4):
+        vec = model.query_vectors([QUERY], [layer])[layer]
+        ids, sc = faiss_search(col.passage_faiss, vec, 5)
+        res = fetchhr.search(QUERY, k=5, single_layer=layer)
+        assert [h.passage_id for h in res.hits] == [p.id for p in col.passages_at(ids[0])]
+        np.testing.assert_allclose([h.score for h in res.hits], sc[0], rtol=1e-5)
+        assert {_layer(h) for h in res.hits} == {layer}
+        assert [s.name for s in res.trace if s.name.startswith("layer")] == [f"layer{layer}"]
+
+
+def test_model_free_last_layer_is_the_dense_baseline(fetchhr, col: Collection) -> None:
+    dense = get_retriever("dense", col).search(QUERY, k=5)
+    last = fetchhr.search(QUERY, k=5, single_layer=6)
+    assert [h.passage_id for h in last.hits] == [h.passage_id for h in dense.hits]
+    np.testing.assert_allclose([h.score for h in last.hits], [h.score for h in dense.hits], atol=1e-4)
+
+
+def test_doc_level_fetches_new_documents_per_layer(fetchhr, col: Collection) -> None:
+    res = fetchhr.search(QUERY, k=6, level="doc", layers="1-3")
+    docs = [h.doc_id for h in res.hits]
+    assert len(docs) == len(set(docs)) == 6
+    assert Counter(_layer(h) for h in res.hits) == {1: 2, 2: 2, 3: 2}
+    assert all(h.passage_id for h in res.hits)  # each document with the passage that fetched it
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF2,Flat"])
+def test_exclusion_on_every_index_kind(col: Collection, fetchhr, factory: str) -> None:
+    vecs = np.asarray(col.passage_vectors, dtype=np.float32)
+    index = build_faiss(vecs, factory)
+    qv = fetchhr.model(None).query_vectors([QUERY], [1, 2, 3])
+    seen: set[int] = set()
+    got = [fetch_new(index, qv[n], 3, seen, layer=n) for n in (1, 2, 3)]
+    flat = [int(p) for f in got for p in f.positions]
+    assert len(flat) == 9 and len(set(flat)) == 9 and seen == set(flat)
+    assert all(len(f.positions) == 3 for f in got)
+
+
+def test_an_approximate_index_that_runs_dry_gives_a_partial_layer(col: Collection, fetchhr) -> None:
+    vecs = np.asarray(col.passage_vectors, dtype=np.float32)
+    index = build_faiss(vecs, "IVF4,Flat")
+    faiss_module().extract_index_ivf(index).nprobe = 1  # one list: fewer vectors than the collection holds
+    qv = fetchhr.model(None).query_vectors([QUERY], [6])[6]
+    reachable = int((faiss_search(index, qv, len(vecs))[0] >= 0).sum())
+    f = fetch_new(index, qv, len(vecs), set(), layer=6)
+    assert f.partial and len(f.positions) == reachable < len(vecs)
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"layers": "0"}, "layer 0 is not one"),
+        ({"layers": "7"}, "layer 7 is not one"),
+        ({"layers": "1-7"}, "layer 7 is not one"),
+        ({"layers": ""}, "must not be empty"),
+        ({"layers": ","}, "names no layer"),
+        ({"layers": "x"}, "layer numbers"),
+        ({"single_layer": 0}, ">= 1"),
+        ({"single_layer": 7}, "heads for layers 1-6"),
+        ({"k_per_layer": "0"}, "positive integer"),
+        ({"k_per_layer": "1,2"}, "2 budgets for 6 layers"),
+        ({"k_per_layer": "a"}, "one number or one per layer"),
+    ],
+)
+def test_bad_layers_and_budgets_are_one_line_errors(fetchhr, params: dict, needle: str) -> None:
+    with pytest.raises(BadInputError) as e:
+        fetchhr.search(QUERY, k=12, **params)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_k_below_the_number_of_layers_goes_to_the_last_layers(fetchhr) -> None:
+    res = fetchhr.search(QUERY, k=3)
+    assert len(res.hits) == 3
+    assert {next(iter(h.stages)) for h in res.hits} <= {"layer4", "layer5", "layer6"}
+    skipped = [s for s in res.trace if s.detail.get("skipped")]
+    assert [s.name for s in skipped] == ["layer1", "layer2", "layer3"]
+    assert parse_k_per_layer(None, 6, 3) == [0, 0, 0, 1, 1, 1]
+
+
+def test_parsers_directly() -> None:
+    assert parse_layers("1-3,6", range(1, 7)) == [1, 2, 3, 6]
+    assert parse_layers(None, [2, 4]) == [2, 4]
+    assert parse_k_per_layer(None, 6, 20) == [3, 3, 3, 3, 4, 4]
+    assert parse_k_per_layer("5", 3, 99) == [5, 5, 5]
+    with pytest.raises(BadInputError, match="runs backwards"):
+        parse_layers("5-2", range(1, 7))
+
+
+def test_rnet_last_layer_shortcut_matches_the_full_computation() -> None:
+    import torch
+
+    from hiera.fetchhr.rnet import PreNormLayer
+
+    torch.manual_seed(0)
+    layer = PreNormLayer(16, 4, 32, dropout=0.0).eval()
+    for p in layer.parameters():  # leave the identity start: random weights everywhere
+        torch.nn.init.normal_(p, std=0.2)
+    x = torch.randn(3, 7, 16)
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[0, 5:] = True
+    with torch.no_grad():
+        full = layer(x, pad)[:, 0]
+        first = layer(x, pad, first_only=True)[:, 0]
+    torch.testing.assert_close(first, full, rtol=1e-5, atol=1e-5)
+
+
+def test_untrained_heads_start_at_the_mean_pooled_layer_with_unit_norm() -> None:
+    import torch
+
+    from hiera.fetchhr.model import mean_pool
+    from hiera.fetchhr.rnet import RNetSet
+
+    torch.manual_seed(0)
+    heads = RNetSet([2, 5], 32, 4, 64).eval()
+    states = {2: torch.randn(4, 6, 32), 5: torch.randn(4, 6, 32)}
+    mask = torch.ones(4, 6, dtype=torch.long)
+    mask[1, 3:] = 0
+    with torch.no_grad():
+        out = heads(states, mask)
+    for n in (2, 5):
+        assert out[n].shape == (4, 32)
+        torch.testing.assert_close(out[n].norm(dim=-1), torch.ones(4))
+        torch.testing.assert_close(out[n], mean_pool(states[n], mask), rtol=1e-5, atol=1e-5)
