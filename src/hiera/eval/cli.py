@@ -33,17 +33,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
     from hiera.retrieve import get_retriever
-    from hiera.spec import MAX_K, parse_assignments
+    from hiera.spec import MAX_K, parse_assignments, parse_reader_assignments
 
     names = list(dict.fromkeys(n.strip() for n in args.retrievers.split(",") if n.strip()))
     if not names:
         raise BadInputError("--retrievers names no retriever")
-    params = parse_assignments(args.set, names)  # unknown names and bad values fail before any work
+    # unknown names and bad values fail before any work; reader parameters only with a reader
+    params, read_params = parse_reader_assignments(args.set, names) if args.reader else (parse_assignments(args.set, names), {})
     if args.format == "quest":
+        if args.reader:
+            raise BadInputError("--reader does not apply to --format quest (set queries have no answer strings)")
         return _eval_sets(args, names, params)
     ks = _ints(args.ks, "--ks")
+    read_ks = _ints(args.read_k, "--read-k") if args.reader else []
+    if read_ks and read_ks[-1] > ks[-1]:
+        ks = sorted({*ks, read_ks[-1]})  # the reader needs that many passages retrieved
     if ks[-1] > MAX_K:
         raise BadInputError(f"--ks {ks[-1]} is larger than the limit {MAX_K}")
+    reader = None
+    if args.reader:
+        from hiera.read.reader import Reader
+
+        reader = Reader(args.reader, **read_params)  # a bad directory fails before any retrieval
     col = Collection(args.index, vectors=args.vectors)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
     log = _log if not args.quiet else (lambda m: None)
@@ -61,6 +72,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         runs[r.name] = evaluate_retriever(
             col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample
         )
+        if reader is not None and runs[r.name].passage_runs:
+            from hiera.eval.read import read_runs
+
+            sep = col.store.rules.title_sep if col.store.rules else ", "
+            read_m, _ = read_runs(reader, questions, runs[r.name].passage_runs, read_ks, sep=sep,
+                                  progress=not args.quiet, desc=f"read {r.name}")
+            runs[r.name].metrics.update(read_m)
         log(f"{r.name}: {len(questions)} questions in {time.perf_counter() - t:.1f}s")
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
@@ -201,6 +219,9 @@ def register(add: Any) -> None:
     sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, TREC runs and topk.png here")
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
+    sp.add_argument("--reader", default=None,
+                    help="reader directory (hiera train-reader): also read each retriever's passages and report em@K, f1@K")
+    sp.add_argument("--read-k", default="1,5,20", help="--reader: passages read per question (comma list)")
     sp.add_argument("--set-k", type=int, default=10,
                     help="--format quest: a method without an answer set predicts its top K documents (default 10)")
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")

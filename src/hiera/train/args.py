@@ -147,3 +147,51 @@ class ClassifierArgs(RerankerArgs):
             raise BadInputError(f"--or-positives must be bm25 or none, got {self.or_positives!r}")
         self._check_fit()
         return self
+
+
+@dataclass
+class ReaderArgs:
+    """How ``hiera train-reader`` trains the extractive reader (DPR's recipe, sized for a CPU budget).
+
+    Each question is a group: the passage holding its answer and
+    ``negatives`` BM25 passages that do not; the span loss reads the
+    positive, the selection loss ranks the group. Windows are padded per
+    batch, not to ``max_length`` (most question + passage pairs are ~150
+    tokens), which is most of a CPU run's speed.
+    """
+
+    base_model: str = DEFAULT_MODEL
+    negatives: int = 1  # BM25 passages without the answer per question (DPR: 23 on GPUs)
+    batch_size: int = 16  # questions per step
+    epochs: float = 1.0
+    max_steps: int | None = None
+    max_examples: int | None = None
+    learning_rate: float = 1e-4  # fresh heads in a budget of a few hundred steps
+    warmup_ratio: float = 0.1
+    max_length: int = 256  # window length in tokens (question + title + passage)
+    stride: int = 64  # tokens shared by neighbouring windows of a long passage
+    seed: int = 42
+    save_steps: int = 50
+    max_minutes: float | None = None
+    depth: int = 100  # BM25 depth for positives and negatives
+    # the word-embedding matrix is half of MiniLM's weights: on a CPU its Adam update costs as much as the
+    # rest of a step, and a few thousand questions should not move the vocabulary anyway
+    freeze_embeddings: bool = True
+    progress: bool = True
+
+    def check(self) -> ReaderArgs:
+        if self.negatives < 0:
+            raise BadInputError("--negatives must be ≥ 0")
+        if self.batch_size <= 0 or self.save_steps <= 0 or self.depth <= 0:
+            raise BadInputError("--batch-size, --save-steps and --depth must be positive")
+        if self.max_length < 32:
+            raise BadInputError(f"--max-length must be at least 32 tokens, got {self.max_length}")
+        if not 0 <= self.stride < self.max_length // 2:
+            raise BadInputError(f"--stride must be in [0, max_length/2), got {self.stride}")
+        if self.max_examples is not None and self.max_examples <= 0:
+            raise BadInputError("--max-examples must be positive")
+        _check_warmup(self.warmup_ratio)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

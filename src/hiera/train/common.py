@@ -86,6 +86,17 @@ def publish(tmp: Path, dest: Path) -> None:
         shutil.rmtree(old)
 
 
+def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], resume: str | None) -> dict[str, Any]:
+    """What every trainer records of its run: steps, final loss, time, whether the budget stopped it, resume point."""
+    return {
+        "steps": int(trainer.state.global_step),
+        "train_loss": float(result.training_loss),
+        "seconds": round(seconds, 1),
+        "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
+        "resumed_from": resume,
+    }
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

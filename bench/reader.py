@@ -1,0 +1,300 @@
+"""Answers, not only passages (issue 14): the trained reader on the pooled Wikipedia corpus.
+
+    python -m bench.reader [--train] [--questions 300] [--retrievers bm25,dense,dhr,hybrid]
+
+* **training** (``--train``, skipped when ``--reader`` already holds a reader):
+  ``hiera train-reader`` on ``train-du2017-44articles.json`` only, a seeded
+  sample of ``--train-examples`` questions;
+* **reading comprehension**: the gold paragraph given (every passage of it),
+  EM/F1 of the reader's best answer: its ceiling;
+* **open domain**: each retriever's top passages read at read-k 1, 5, 20
+  (EM/F1, SQuAD v1.1 normalization), beside the retriever's top-k answer
+  accuracy; plus the best retriever reranked by the cross-encoder of
+  ``--rerank`` when it exists;
+* **FetchHR, the paper's Table 2** (``--fetchhr HEADS``): reader EM/F1 reading
+  all L×k passages FetchHR fetches against dense's top-(L×k), same budget
+  (``--budget``, Flat index);
+* **decoding tuned on train questions** (``--tune-questions``, never dev):
+  the reader's ``passage_weight`` (its grid in the registry) and ``merge``,
+  chosen for mean EM over the read-ks on held-out *train* questions the
+  reader did not train on, read from ``dhr-tuned``'s passages; dev is then
+  decoded with the defaults and with the tuned values;
+* **cost**: training wall time and peak RSS (from the reader's metadata),
+  retrieval and reading latency per question (reading timed on each
+  retriever's own top-20, one question at a time).
+
+Questions: a spread-out, seeded sample of ``dev-v1.1.first24.json``
+(``--questions``; all 5,696 would take hours of CPU reading). Each question's
+passages from all retrievers are read once, as a union, and every list is
+decoded from that reading (a passage's logits do not depend on its company),
+which gives the same answers as reading each list alone (tested) at a third
+of the cost. Writes ``bench/out/reader.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import WORK, Report, data_dir
+from bench.pooled import ensure_pooled
+
+READER = WORK / "reader" / "minilm"
+RERANKER = WORK / "reranker-squad"
+# the DHR configuration bench/wiki_qa.py --hybrid-passages tuned for top-1 on train questions
+DHR_TUNED = {"doc_stage": "hybrid-max", "lam": 0.85, "top_docs": 10, "passage_alpha": 0.3}
+
+
+class PassageUnion:
+    """The distinct passages of one question's lists, in first-seen order (read once, decoded per list)."""
+
+    def __init__(self) -> None:
+        self.order: dict[str, int] = {}
+        self.pairs: list[tuple[str, str]] = []
+
+    def add(self, pid: str, title: str, text: str) -> int:
+        if pid not in self.order:
+            self.order[pid] = len(self.pairs)
+            self.pairs.append((title, text))
+        return self.order[pid]
+
+
+def spread_sample(items: list[Any], n: int, seed: int = 0) -> list[Any]:
+    if n >= len(items):
+        return items
+    keep = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in keep]
+
+
+def train(args: argparse.Namespace, col_root: Path) -> None:
+    from hiera.eval.questions import load_questions
+    from hiera.train.args import ReaderArgs
+    from hiera.train.reader import train_reader
+
+    qs = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad")
+    rargs = ReaderArgs(max_examples=args.train_examples, batch_size=12, save_steps=40, max_minutes=args.train_minutes)
+    train_reader(col_root, qs, args.reader, rargs)
+
+
+def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[int], sep: str) -> dict[str, Any]:
+    """``passage_weight`` × ``merge`` picked for mean EM over ``read_ks`` on train questions the reader never saw."""
+    from hiera.eval.questions import load_questions
+    from hiera.eval.read import score_answer
+    from hiera.read.pipeline import title_line
+    from hiera.spec import reader_spec
+    from hiera.train.common import sample_questions
+
+    train = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad", rules=col.store.rules)
+    a = reader.meta["args"]
+    seen = {q.id for q in sample_questions(train, a.get("max_examples"), a["seed"])} if a.get("max_examples") else None
+    unseen = [q for q in train if seen is not None and q.id not in seen]
+    qs = spread_sample(unseen, n, seed=1)
+    if not qs:
+        return {"note": "the reader trained on every train question: nothing held out to tune on"}
+    spec = reader_spec()
+    grid = [(w, m) for w in spec.param("passage_weight").grid for m in spec.param("merge").choices]
+    em = {g: 0.0 for g in grid}
+    for res, q in zip(retriever.batch_search([q.text for q in qs], k=max(read_ks), level="passage"), qs, strict=True):
+        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in res.hits])
+        for w, m in grid:
+            for k in read_ks:
+                ans = reader.decode(lg, upto=k, passage_weight=w, merge=m)
+                em[(w, m)] += score_answer(ans[0].text if ans else "", q)[0] / len(read_ks)
+    best = max(grid, key=lambda g: (em[g], g == (spec.param("passage_weight").default, "max")))
+    return {"questions": len(qs), "chosen": {"passage_weight": best[0], "merge": best[1]},
+            "em": {f"passage_weight={w},merge={m}": round(100 * v / len(qs), 2) for (w, m), v in em.items()}}
+
+
+def gold_paragraph(col: Any, q: Any, cache: dict[str, list[list[Any]]]) -> list[Any]:
+    """The passages of the question's whole SQuAD paragraph (what reading comprehension is given)."""
+    from hiera.eval.questions import squad_passage_spans
+
+    title = q.metadata["title"]
+    if title not in cache:
+        doc = col.store.get_document(title)
+        stored = {p.id: p for _, p in col.store.iter_passages([title])}
+        cache[title] = [[stored[pid] for _, _, pid in para] for para in squad_passage_spans(doc, col.store.rules)]
+    return cache[title][q.metadata["paragraph"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reader", type=Path, default=READER)
+    ap.add_argument("--train", action="store_true", help="train the reader first if --reader holds none")
+    ap.add_argument("--train-examples", type=int, default=4000)
+    ap.add_argument("--train-minutes", type=float, default=100.0)
+    ap.add_argument("--questions", type=int, default=300, help="dev questions (a seeded spread-out sample)")
+    ap.add_argument("--retrievers", default="bm25,dense,dhr,hybrid")
+    ap.add_argument("--read-ks", default="1,5,20")
+    ap.add_argument("--rerank", type=Path, default=RERANKER, help="cross-encoder for the reranked row (skipped if absent)")
+    ap.add_argument("--latency-sample", type=int, default=30)
+    ap.add_argument("--tune-questions", type=int, default=150,
+                    help="held-out train questions that choose passage_weight and merge (0: defaults only)")
+    ap.add_argument("--fetchhr", type=Path, default=WORK / "fetchhr" / "heads",
+                    help="FetchHR heads (hiera train-fetchhr) for Table 2 (skipped if absent)")
+    ap.add_argument("--budget", type=int, default=30, help="Table 2: passages read, L×k for FetchHR, top-(L×k) for dense")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from hiera.collection import Collection
+    from hiera.eval.questions import load_questions
+    from hiera.eval.read import score_answer
+    from hiera.eval.run import evaluate_retriever
+    from hiera.read.model import META_FILE
+    from hiera.read.pipeline import title_line
+    from hiera.read.reader import Reader
+    from hiera.retrieve import get_retriever
+
+    root = ensure_pooled()
+    if not (args.reader / META_FILE).exists():
+        if not args.train:
+            raise SystemExit(f"no reader at {args.reader}: pass --train (or train one with hiera train-reader)")
+        train(args, root)
+    col = Collection(root)
+    sep = col.store.rules.title_sep if col.store.rules else ", "
+    reader = Reader(args.reader)
+    read_ks = sorted({int(x) for x in args.read_ks.split(",")})
+    kmax = max(read_ks)
+    dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
+    qs = spread_sample(dev, args.questions, args.seed)
+    print(f"{len(qs)} of {len(dev)} SQuAD dev questions; reader {args.reader} ({reader.meta['train']['steps']} steps)")
+
+    # 1. retrieve: each method's top passages (and its own top-k accuracy, latency)
+    methods: dict[str, Any] = {}
+    for name in [n.strip() for n in args.retrievers.split(",") if n.strip()]:
+        methods[name] = get_retriever(name, col)
+    methods["dhr-tuned"] = get_retriever("dhr", col, **DHR_TUNED)
+    runs: dict[str, Any] = {}
+    for label, r in methods.items():
+        t = time.perf_counter()
+        runs[label] = evaluate_retriever(col, label, qs, (1, 5, kmax), retriever=r, progress=False,
+                                         latency_sample=args.latency_sample)
+        print(f"retrieved {label}: top1 {100 * runs[label].metrics['top1']:.1f} in {time.perf_counter() - t:.0f}s")
+    best = max(runs, key=lambda n: runs[n].metrics["top1"])
+    if args.rerank.is_dir():
+        from hiera.rerank import Reranker, RerankRetriever
+
+        rr = RerankRetriever(methods[best], Reranker(args.rerank), depth=kmax)
+        label = f"{best}+rerank"
+        runs[label] = evaluate_retriever(col, label, qs, (1, 5, kmax), retriever=rr, progress=False,
+                                         latency_sample=min(10, args.latency_sample))
+        print(f"retrieved {label}: top1 {100 * runs[label].metrics['top1']:.1f}")
+
+    tuned: dict[str, Any] = {}
+    if args.tune_questions:
+        t = time.perf_counter()
+        tuned = tune_decoding(reader, col, methods["dhr-tuned"], args.tune_questions, read_ks, sep)
+        print(f"decoding tuned on {tuned.get('questions', 0)} train questions in {time.perf_counter() - t:.0f}s: "
+              f"{tuned.get('chosen')}")
+    decodings = {"": {}, **({"+tuned decoding": tuned["chosen"]} if tuned.get("chosen") else {})}
+
+    # FetchHR's Table 2: every passage of the budget is read (L×k from the layers vs dense's top L×k)
+    budget_runs: dict[str, Any] = {}
+    if args.fetchhr.is_dir():
+        for label, r in ((f"fetchhr@{args.budget}", get_retriever("fetchhr", col, model=args.fetchhr)),
+                         (f"dense@{args.budget}", methods["dense"] if "dense" in methods else get_retriever("dense", col))):
+            budget_runs[label] = evaluate_retriever(col, label, qs, (1, args.budget), retriever=r, progress=False,
+                                                    latency_sample=0)
+            print(f"retrieved {label}: top{args.budget} {100 * budget_runs[label].metrics[f'top{args.budget}']:.1f}")
+    read_plan = {**{lbl + suffix: (run, read_ks, dec) for lbl, run in runs.items() for suffix, dec in decodings.items()},
+                 **{lbl: (run, [args.budget], {}) for lbl, run in budget_runs.items()}}
+
+    # 2. read each question's union of passages once; decode every list (and the gold paragraph) from it
+    para_cache: dict[str, list[list[Any]]] = {}
+    scores: dict[str, dict[str, list[float]]] = {lbl: {} for lbl in [*read_plan, "reading-comprehension"]}
+    t_read = time.perf_counter()
+    for i, q in enumerate(qs):
+        union = PassageUnion()
+        lists: dict[str, list[int]] = {}
+        for label, (run, ks, _) in read_plan.items():
+            hits = [h for h in run.passage_runs[i].hits if h.passage_id][: max(ks)]
+            lists[label] = [union.add(h.passage_id, title_line(h, sep), h.text) for h in hits]
+        gold = [union.add(p.id, p.title(sep), p.text) for p in gold_paragraph(col, q, para_cache)]
+        lg = reader.logits(q.text, union.pairs)
+        for label, idx in lists.items():
+            sub = lg.subset(idx)
+            for k in read_plan[label][1]:
+                ans = reader.decode(sub, upto=k, **read_plan[label][2])
+                em, f1 = score_answer(ans[0].text if ans else "", q)
+                scores[label].setdefault(f"em@{k}", []).append(em)
+                scores[label].setdefault(f"f1@{k}", []).append(f1 or 0.0)
+        ans = reader.decode(lg.subset(gold))
+        em, f1 = score_answer(ans[0].text if ans else "", q)
+        scores["reading-comprehension"].setdefault("em", []).append(em)
+        scores["reading-comprehension"].setdefault("f1", []).append(f1 or 0.0)
+        if (i + 1) % 25 == 0:
+            rc = 100 * np.mean(scores["reading-comprehension"]["em"])
+            print(f"  read {i + 1}/{len(qs)} questions ({time.perf_counter() - t_read:.0f}s); RC EM so far {rc:.1f}")
+    read_seconds = time.perf_counter() - t_read
+
+    # 3. reading latency, honestly: one question at a time, each retriever's own top-k, no shared reading
+    lat: dict[str, float] = {}
+    for label, run in runs.items():
+        ms = []
+        for i, q in enumerate(qs[: args.latency_sample]):
+            hits = [h for h in run.passage_runs[i].hits if h.passage_id][:kmax]
+            t = time.perf_counter()
+            reader.decode(reader.logits(q.text, [(title_line(h, sep), h.text) for h in hits]))
+            ms.append((time.perf_counter() - t) * 1000.0)
+        lat[label] = float(np.median(ms)) if ms else float("nan")
+
+    rep = Report("reader", columns=["method", *[f"EM@{k}" for k in read_ks], *[f"F1@{k}" for k in read_ks],
+                                    "top1", f"top{kmax}", "retrieve ms p50", "read ms p50"])
+    rc = {k: 100 * float(np.mean(v)) for k, v in scores["reading-comprehension"].items()}
+    rep.add({"method": "gold paragraph (reading comprehension)", f"EM@{read_ks[0]}": round(rc["em"], 1),
+             f"F1@{read_ks[0]}": round(rc["f1"], 1)}, {"em": rc["em"] / 100, "f1": rc["f1"] / 100},
+            key="reading-comprehension", echo=False)
+    for label, (run, ks, dec) in read_plan.items():
+        if ks is not read_ks:
+            continue  # Table 2's budget rows, below
+        base = label.split("+tuned")[0]
+        m = {k: 100 * float(np.mean(v)) for k, v in scores[label].items()}
+        row = {"method": label, **{f"EM@{k}": round(m[f"em@{k}"], 1) for k in read_ks},
+               **{f"F1@{k}": round(m[f"f1@{k}"], 1) for k in read_ks},
+               "top1": round(100 * run.metrics["top1"], 1), f"top{kmax}": round(100 * run.metrics[f"top{kmax}"], 1),
+               "retrieve ms p50": round(run.metrics.get("latency_ms_p50", float("nan")), 1),
+               "read ms p50": round(lat[base], 1)}
+        rep.add(row, {**{k: v / 100 for k, v in m.items()}, "top1": run.metrics["top1"], f"top{kmax}": run.metrics[f"top{kmax}"],
+                      "retrieve_ms_p50": run.metrics.get("latency_ms_p50"), "read_ms_p50": lat[base],
+                      "params": {k: str(v) for k, v in run.params.items()}, "decoding": dec}, key=label, echo=False)
+    rep.print(f"Reader on {len(qs)} SQuAD dev questions (pooled corpus). EM/F1 in %, SQuAD v1.1 normalization.")
+    if budget_runs:
+        fh, dn = f"fetchhr@{args.budget}", f"dense@{args.budget}"
+        t2 = Report("reader-fetchhr", columns=["method", "passages read", "EM", "F1", f"top{args.budget}"])
+        for label in (dn, fh):
+            m = {k: 100 * float(np.mean(v)) for k, v in scores[label].items()}
+            t2.add({"method": label, "passages read": args.budget, "EM": round(m[f"em@{args.budget}"], 1),
+                    "F1": round(m[f"f1@{args.budget}"], 1),
+                    f"top{args.budget}": round(100 * budget_runs[label].metrics[f"top{args.budget}"], 1)},
+                   {"em": m[f"em@{args.budget}"] / 100, "f1": m[f"f1@{args.budget}"] / 100,
+                    f"top{args.budget}": budget_runs[label].metrics[f"top{args.budget}"]}, key=label, echo=False)
+            rep.results[label] = t2.results[label]
+        t2.print(f"FetchHR Table 2: the reader over {args.budget} passages (paper: EM +1.9 NQ, +2.1 WebQuestions "
+                 "over DPR at the same budget, BERT-base reader)")
+    open_best = max((lbl for lbl, plan in read_plan.items() if plan[1] is read_ks), key=lambda n: np.mean(scores[n][f"em@{read_ks[0]}"]))
+    best_em = max(100 * float(np.mean(scores[open_best][f"em@{k}"])) for k in read_ks)
+    suffix = "+tuned decoding" if "+tuned decoding" in decodings else ""  # compare dhr and dense decoded alike
+    dense_em = max(100 * float(np.mean(scores["dense" + suffix][f"em@{k}"])) for k in read_ks) if "dense" in methods else None
+    dhr_em = max(100 * float(np.mean(scores["dhr" + suffix][f"em@{k}"])) for k in read_ks) if "dhr" in methods else None
+    targets = {
+        "reading_comprehension_em>=55": {"value": rc["em"], "met": rc["em"] >= 55},
+        "open_domain_best_em>=40": {"value": best_em, "method": open_best, "met": best_em >= 40},
+        "dhr_em>=dense_em+2": {"dhr": dhr_em, "dense": dense_em,
+                               "met": None if dhr_em is None or dense_em is None else dhr_em >= dense_em + 2},
+    }
+    print("targets:", targets)
+    rep.write(questions=len(qs), sample_seed=args.seed, reader=str(args.reader), reader_meta=reader.meta,
+              training={"seconds": reader.meta["train"]["seconds"], "steps": reader.meta["train"]["steps"],
+                        "peak_rss_mb": reader.meta["peak_rss_mb"], "examples": reader.meta["examples"]},
+              read_seconds=round(read_seconds, 1), targets=targets, dhr_tuned=DHR_TUNED,
+              fetchhr={"heads": str(args.fetchhr), "budget": args.budget} if budget_runs else None,
+              decoding_tuning=tuned)
+
+
+if __name__ == "__main__":
+    main()

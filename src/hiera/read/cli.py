@@ -1,0 +1,75 @@
+"""``hiera answer COLL "question" --reader DIR [--retriever NAME --k K --set ...] [--json]``.
+
+Retrieves ``K`` passages, reads them in one batch and prints ranked answers,
+each highlighted in its passage with the breadcrumb (``--json``: the same
+object as the API's ``/answer``). ``--set`` takes retriever parameters and
+reader parameters (``hiera methods`` lists both; ``reader.NAME=VALUE``
+targets the reader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    from hiera.collection import Collection
+    from hiera.read.pipeline import answer
+    from hiera.read.reader import Reader
+    from hiera.retrieve import get_retriever
+    from hiera.spec import parse_reader_assignments
+
+    search_params, read_params = parse_reader_assignments(args.set, [args.retriever])
+    reader = Reader(args.reader)  # the reader first: a wrong directory fails before the indexes load
+    col = Collection(args.index)
+    retriever = get_retriever(args.retriever, col)
+    if args.rerank:
+        from hiera.rerank import Reranker, RerankRetriever
+
+        retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=max(args.rerank_depth, args.k))
+    sep = col.store.rules.title_sep if col.store.rules else ", "
+    out = answer(retriever, reader, args.query, k=args.k, search_params=search_params[args.retriever],
+                 read_params=read_params, sep=sep)
+    if args.json:
+        print(json.dumps(out.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    print(f"{out.results.retriever} → {reader.name} · {len(out.results.hits)} passages read · "
+          + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in out.trace))
+    if not out.answers:
+        print("no answer: the passages hold no span the reader accepts")
+    texts = {h.passage_id: h.text for h in out.results.hits}
+    for i, a in enumerate(out.answers, 1):
+        print(f"\n{i:>2}. {a['text']}    [{a['score']:.3f}]")
+        print(f"    {a['breadcrumb']}  (passage #{a['passage_rank']}, chars {a['start']}–{a['end']})")
+        print(f"    {_highlight(texts.get(a['passage_id'], ''), a['start'], a['end'])}")
+        others = [e for e in a["evidence"][1:]]
+        if others:
+            print(f"    also in: {', '.join(e['breadcrumb'] for e in others[:5])}")
+    return 0
+
+
+def _highlight(text: str, start: int, end: int, width: int = 110) -> str:
+    """The answer in ``[[ ]]`` with some context either side."""
+    left = max(0, start - width // 2)
+    right = min(len(text), end + width // 2)
+    pre = ("…" if left else "") + text[left:start]
+    post = text[end:right] + ("…" if right < len(text) else "")
+    return f"{pre}[[{text[start:end]}]]{post}"
+
+
+def register(add: Any) -> None:
+    from hiera.cli import add_set_option
+    from hiera.spec import MAX_K, method_names
+
+    sp = add("answer", cmd_answer, "retrieve passages and read answers from them (a trained reader)")
+    sp.add_argument("index")
+    sp.add_argument("query")
+    sp.add_argument("--reader", required=True, help="reader directory (from `hiera train-reader`)")
+    sp.add_argument("--retriever", "-r", default="dhr", choices=method_names())
+    sp.add_argument("--k", "-k", type=int, default=10, help=f"passages retrieved and read (1 to {MAX_K})")
+    add_set_option(sp, "a retriever or reader parameter, e.g. lam=0.5 or max_answer_tokens=20")
+    sp.add_argument("--rerank", default=None, help="cross-encoder directory: rerank before reading")
+    sp.add_argument("--rerank-depth", type=int, default=20)
+    sp.add_argument("--json", action="store_true")

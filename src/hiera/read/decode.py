@@ -1,0 +1,142 @@
+"""From start/end logits to ranked answer spans, and identical answers merged.
+
+A span's score is ``log P(start) + log P(end)`` with both softmaxes taken over
+the window's passage tokens only (question, title and padding can never be an
+answer). Valid spans start at or before they end and are at most
+``max_answer_tokens`` long. Across windows, the reader adds the window's
+passage-selection log-probability, so spans of different passages compare on
+one scale (DPR's reader ranks passages first, then spans within them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from hiera.eval.match import squad_normalize
+
+NEG = -1e9
+
+
+class Span(NamedTuple):
+    start: int  # token positions in the window, inclusive
+    end: int
+    score: float
+
+
+class Candidate(NamedTuple):
+    """One answer span read from one passage."""
+
+    text: str
+    score: float
+    passage: int  # index into the passages that were read
+    start: int  # character offsets in that passage's text
+    end: int
+
+
+class Answer(NamedTuple):
+    """An answer string with its best evidence first and every other passage that gave it."""
+
+    text: str
+    score: float
+    passage: int
+    start: int
+    end: int
+    evidence: tuple[Candidate, ...]
+
+
+def log_softmax(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if mask is not None:
+        x = np.where(mask, x, NEG)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def best_spans(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context: np.ndarray,
+    max_answer_tokens: int,
+    top_n: int = 20,
+) -> list[Span]:
+    """The ``top_n`` best valid spans of one window, best first (ties: earlier, then shorter)."""
+    if max_answer_tokens < 1:
+        raise ValueError("max_answer_tokens must be at least 1")
+    ctx = np.flatnonzero(context)
+    if ctx.size == 0:
+        return []
+    ls = log_softmax(start_logits, context)
+    le = log_softmax(end_logits, context)
+    n = min(top_n, ctx.size)
+    # the best pairs are built from each side's best positions (stable order: ties go to the earlier token)
+    starts = ctx[np.argsort(-ls[ctx], kind="stable")[:n]]
+    ends = ctx[np.argsort(-le[ctx], kind="stable")[:n]]
+    spans = [
+        Span(int(s), int(e), float(ls[s] + le[e]))
+        for s in starts
+        for e in ends
+        if s <= e and e - s + 1 <= max_answer_tokens
+    ]
+    spans.sort(key=lambda sp: (-sp.score, sp.start, sp.end - sp.start))
+    return spans[:top_n]
+
+
+def merge(candidates: Iterable[Candidate], how: str = "max") -> list[Answer]:
+    """One answer per normalized string (SQuAD normalization), best first.
+
+    ``how="max"`` scores a string by its best span; ``"sum"`` adds the
+    probabilities of its distinct spans (a string several passages agree on
+    gains). The same span read twice (overlapping windows) counts once.
+    """
+    if how not in ("max", "sum"):
+        raise ValueError(f"merge must be max or sum, got {how!r}")
+    groups: dict[str, dict[tuple[int, int, int], Candidate]] = {}
+    for c in candidates:
+        key = squad_normalize(c.text)
+        if not key:
+            continue
+        spans = groups.setdefault(key, {})
+        where = (c.passage, c.start, c.end)
+        if where not in spans or spans[where].score < c.score:
+            spans[where] = c
+    out = []
+    for spans in groups.values():
+        ev = sorted(spans.values(), key=lambda c: (-c.score, c.passage, c.start))
+        best = ev[0]
+        if how == "sum":
+            scores = np.array([c.score for c in ev])
+            score = float(scores.max() + np.log(np.exp(scores - scores.max()).sum()))
+        else:
+            score = best.score
+        out.append(Answer(best.text, score, best.passage, best.start, best.end, tuple(ev)))
+    out.sort(key=lambda a: (-a.score, a.passage, a.start))
+    return out
+
+
+def window_candidates(
+    texts: Sequence[str],
+    passage_of: np.ndarray,
+    char_start: np.ndarray,
+    char_end: np.ndarray,
+    context: np.ndarray,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    select_logits: np.ndarray,
+    max_answer_tokens: int,
+    passage_weight: float = 1.0,
+    top_n: int = 20,
+) -> list[Candidate]:
+    """Candidates of every window: span score + ``passage_weight`` · the window's selection log-probability."""
+    if len(select_logits) == 0:
+        return []
+    sel = log_softmax(np.asarray(select_logits, dtype=np.float64))
+    out = []
+    for w in range(len(sel)):
+        p = int(passage_of[w])
+        for sp in best_spans(start_logits[w], end_logits[w], context[w], max_answer_tokens, top_n):
+            s, e = int(char_start[w, sp.start]), int(char_end[w, sp.end])
+            out.append(Candidate(texts[p][s:e], sp.score + passage_weight * float(sel[w]), p, s, e))
+    return out

@@ -1,0 +1,111 @@
+"""(question, passage) pairs → fixed-length model windows with character offsets into the passage.
+
+The model sees ``question [SEP] title ⏎ passage``: the title (the passage's
+breadcrumb) disambiguates a passage that names its subject only in the
+heading, as the passage encoder sees it. Answers may only come from the
+passage text, so every window records which of its tokens are passage text
+and where each starts and ends *in the passage string* (the title prefix is
+subtracted). A passage longer than the window is split into overlapping
+windows (``stride`` tokens shared by neighbours), so an answer cut by one
+window boundary lies whole in the next: nothing is silently truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hiera.errors import BadInputError
+
+TITLE_SEP = "\n"
+
+
+@dataclass
+class Windows:
+    """Tokenized windows of a batch of passages, all of one question."""
+
+    input_ids: np.ndarray  # [W, L] int64
+    attention_mask: np.ndarray  # [W, L]
+    token_type_ids: np.ndarray | None  # [W, L], or None for models without segments
+    passage: np.ndarray  # [W] index of the passage each window reads
+    context: np.ndarray  # [W, L] bool: token is passage text (an answer may start/end there)
+    char_start: np.ndarray  # [W, L] int: character offsets in the passage text (-1 outside it)
+    char_end: np.ndarray  # [W, L]
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def passage_input(title: str, text: str) -> tuple[str, int]:
+    """The second segment the model reads, and where the passage text starts in it."""
+    title = " ".join(title.split())
+    prefix = f"{title}{TITLE_SEP}" if title else ""
+    return prefix + text, len(prefix)
+
+
+def make_windows(
+    tokenizer,  # noqa: ANN001 - a Hugging Face fast tokenizer
+    question: str,
+    passages: Sequence[tuple[str, str]],
+    max_length: int,
+    stride: int,
+) -> Windows:
+    """Every window of every ``(title, text)`` passage for ``question``, padded to ``max_length``."""
+    if not question.strip():
+        raise BadInputError("the question is empty")
+    if not passages:
+        return _empty(max_length)
+    seconds, shifts = zip(*(passage_input(t, x) for t, x in passages), strict=True)
+    enc = tokenizer(
+        [question] * len(passages),
+        list(seconds),
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding="max_length",
+    )
+    n = len(enc["input_ids"])
+    ids = np.asarray(enc["input_ids"], dtype=np.int64)
+    mask = np.asarray(enc["attention_mask"], dtype=np.int64)
+    types = np.asarray(enc["token_type_ids"], dtype=np.int64) if "token_type_ids" in enc else None
+    owner = np.asarray(enc["overflow_to_sample_mapping"], dtype=np.int64)
+    context = np.zeros(ids.shape, dtype=bool)
+    cs = np.full(ids.shape, -1, dtype=np.int64)
+    ce = np.full(ids.shape, -1, dtype=np.int64)
+    for w in range(n):
+        shift = shifts[owner[w]]
+        seq = enc.sequence_ids(w)
+        for t, (s, e) in enumerate(enc["offset_mapping"][w]):
+            if seq[t] == 1 and e > s and s >= shift:
+                context[w, t] = True
+                cs[w, t] = s - shift
+                ce[w, t] = e - shift
+    return Windows(ids, mask, types, owner, context, cs, ce)
+
+
+def _empty(max_length: int) -> Windows:
+    z = np.zeros((0, max_length), dtype=np.int64)
+    return Windows(z, z.copy(), None, np.zeros(0, dtype=np.int64), z.astype(bool), z.copy(), z.copy())
+
+
+def token_span(win: Windows, w: int, start_char: int, end_char: int) -> tuple[int, int] | None:
+    """Token positions of the characters ``[start_char, end_char)`` in window ``w``, if it holds them whole."""
+    ctx = np.flatnonzero(win.context[w])
+    if ctx.size == 0:
+        return None
+    cs, ce = win.char_start[w, ctx], win.char_end[w, ctx]
+    if cs[0] > start_char or ce[-1] < end_char:
+        return None
+    starts = ctx[(cs <= start_char) & (ce > start_char)]
+    ends = ctx[(cs < end_char) & (ce >= end_char)]
+    if starts.size == 0 or ends.size == 0:
+        # the answer begins or ends inside whitespace the tokenizer dropped: snap inwards
+        starts = ctx[cs >= start_char][:1]
+        ends = ctx[ce <= end_char][-1:]
+        if starts.size == 0 or ends.size == 0 or ends[0] < starts[0]:
+            return None
+    return int(starts[0]), int(ends[-1])

@@ -1,0 +1,117 @@
+"""A reader trained on real SQuAD paragraphs: it answers, its files are checked, bad input is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from readdata import RULES
+
+from hiera.collection import Collection
+from hiera.errors import BadInputError, HieraError
+from hiera.eval.match import exact_match
+from hiera.eval.questions import load_squad
+from hiera.read.model import META_FILE
+from hiera.read.pipeline import answer
+from hiera.read.reader import Reader
+from hiera.retrieve import get_retriever
+
+
+@pytest.fixture(scope="module")
+def reader(tiny_reader: Path) -> Reader:
+    return Reader(tiny_reader)
+
+
+def test_the_reader_answers_its_training_questions(reader: Reader, squad_tiny):
+    root, qfile = squad_tiny
+    col = Collection(root)
+    store = col.store
+    questions = load_squad(qfile, rules=RULES)
+    right = 0
+    for q in questions:
+        pid = sorted(q.gold_passages)[0]
+        p = next(p for _, p in store.iter_passages([q.metadata["title"]]) if p.id == pid)
+        answers = reader.read(q.text, [(p.title(), p.text)])
+        assert answers, q.text
+        best = answers[0]
+        assert p.text[best.start : best.end] == best.text  # offsets point at the answer in the passage
+        right += exact_match(best.text, q.answers)
+    assert right >= len(questions) // 2, f"{right} of {len(questions)} exact"
+
+
+def test_answer_reads_retrieved_passages_and_explains_itself(reader: Reader, squad_tiny):
+    root, qfile = squad_tiny
+    col = Collection(root)
+    q = load_squad(qfile, rules=RULES)[0]
+    out = answer(get_retriever("bm25", col), reader, q.text, k=3, read_params={"answers": 3})
+    d = out.to_dict()
+    assert d["question"] == q.text and len(d["passages"]) == 3
+    assert 1 <= len(d["answers"]) <= 3
+    texts = {h["passage_id"]: h["text"] for h in d["passages"]}
+    for a in d["answers"]:
+        assert texts[a["passage_id"]][a["start"] : a["end"]] == a["text"]
+        assert a["evidence"][0]["passage_id"] == a["passage_id"]
+        assert a["breadcrumb"].startswith(a["doc_id"].split("#")[0][:3])
+    assert [s["name"] for s in d["trace"]][-2:] == ["read", "decode"]
+    assert d["trace"][-2]["detail"]["passages"] == 3
+    json.dumps(d)  # the API returns it as is
+    scores = [a["score"] for a in d["answers"]]
+    assert scores == sorted(scores, reverse=True)
+    # a stricter span limit changes what can be returned, through the registry's parameter
+    short = answer(get_retriever("bm25", col), reader, q.text, k=3, read_params={"max_answer_tokens": 1})
+    assert all(len(reader.tokenizer.tokenize(a["text"])) <= 2 for a in short.answers)
+
+
+def test_bad_input_is_one_clear_error(reader: Reader, squad_tiny, tmp_path: Path):
+    root, _ = squad_tiny
+    col = Collection(root)
+    with pytest.raises(BadInputError, match="empty"):
+        reader.read("   ", [("T", "text")])
+    with pytest.raises(BadInputError, match="max_answer_tokens"):
+        reader.read("q?", [("T", "some text")], max_answer_tokens=0)
+    with pytest.raises(BadInputError, match="documents only"):
+        answer(get_retriever("bm25-doc", col), reader, "who?", k=3)
+    assert reader.read("q?", []) == []
+    with pytest.raises(HieraError, match="not a reader directory"):
+        Reader(tmp_path)
+    with pytest.raises(HieraError, match="no such reader directory"):
+        Reader(tmp_path / "missing")
+
+
+def test_a_reader_whose_parts_disagree_is_refused(tiny_reader: Path, tmp_path: Path):
+    bad = tmp_path / "rd"
+    shutil.copytree(tiny_reader, bad)
+    meta = json.loads((bad / META_FILE).read_text())
+    (bad / META_FILE).write_text(json.dumps({**meta, "tokenizer_size": meta["tokenizer_size"] + 7}))
+    with pytest.raises(HieraError, match="tokenizer has .* tokens but the reader was trained with"):
+        Reader(bad)
+    (bad / META_FILE).write_text(json.dumps({**meta, "hidden_size": 768}))
+    with pytest.raises(HieraError, match="does not match the reader's metadata"):
+        Reader(bad)
+    (bad / META_FILE).write_text(json.dumps({**meta, "format": "something-else"}))
+    with pytest.raises(HieraError, match="not a hiera-reader/1 reader"):
+        Reader(bad)
+
+
+def test_training_metadata_records_the_run(tiny_reader: Path):
+    meta = json.loads((tiny_reader / META_FILE).read_text())
+    assert meta["train"]["steps"] == 60
+    assert meta["examples"]["groups"] > 0 and meta["examples"]["positives_gold"] > 0
+    assert meta["args"]["seed"] == 3 and meta["peak_rss_mb"] > 0 and meta["seconds_total"] > 0
+    assert (tiny_reader / "model.safetensors").is_file() and not list(tiny_reader.glob("*.bin"))
+
+
+def test_a_subset_of_a_reading_decodes_like_reading_it_alone(reader: Reader, squad_tiny):
+    root, qfile = squad_tiny
+    col = Collection(root)
+    q = load_squad(qfile, rules=RULES)[1]
+    hits = get_retriever("bm25", col).search(q.text, k=5).hits
+    pairs = [(h.title, h.text) for h in hits]
+    union = reader.logits(q.text, pairs)
+    for chosen in ([3, 0], [4], [1, 2, 0]):
+        alone = reader.read(q.text, [pairs[i] for i in chosen])
+        from_union = reader.decode(union.subset(chosen))
+        assert [(a.text, a.passage, a.start) for a in from_union] == [(a.text, a.passage, a.start) for a in alone]
+        assert [a.score for a in from_union] == pytest.approx([a.score for a in alone], abs=1e-4)
