@@ -131,7 +131,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=300, help="dev questions (a seeded spread-out sample)")
     ap.add_argument("--retrievers", default="bm25,dense,dhr,hybrid")
     ap.add_argument("--read-ks", default="1,5,20")
-    ap.add_argument("--rerank", type=Path, default=RERANKER, help="cross-encoder for the reranked row (skipped if absent)")
+    ap.add_argument("--rerank", type=Path, default=None,
+                    help=f"cross-encoder for a reranked row of the best retriever (e.g. {RERANKER.relative_to(WORK.parent.parent)})")
     ap.add_argument("--latency-sample", type=int, default=30)
     ap.add_argument("--tune-questions", type=int, default=150,
                     help="held-out train questions that choose passage_weight and merge (0: defaults only)")
@@ -176,7 +177,7 @@ def main() -> None:
                                          latency_sample=args.latency_sample)
         print(f"retrieved {label}: top1 {100 * runs[label].metrics['top1']:.1f} in {time.perf_counter() - t:.0f}s")
     best = max(runs, key=lambda n: runs[n].metrics["top1"])
-    if args.rerank.is_dir():
+    if args.rerank is not None:
         from hiera.rerank import Reranker, RerankRetriever
 
         rr = RerankRetriever(methods[best], Reranker(args.rerank), depth=kmax)

@@ -7,9 +7,11 @@ mutate a collection copy the built directory instead of rebuilding it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -457,8 +459,37 @@ def tiny_classifier() -> Path:
     return _STATE["classifier"]
 
 
+def tiny_fetchhr() -> Path:
+    """Untrained FetchHR heads over all-MiniLM-L6-v2 (small FFNs), saved once per session (a valid ``model``)."""
+    if "fetchhr" not in _STATE:
+        import atexit
+        import tempfile
+        from dataclasses import replace
+
+        from hiera.encode import Encoder
+        from hiera.fetchhr.model import FetchHRModel
+        from hiera.fetchhr.rnet import RNetSet
+
+        root = Path(tempfile.mkdtemp(prefix="hiera-fetchhr-"))
+        atexit.register(shutil.rmtree, root, True)
+        free = FetchHRModel.mean_pooled(Encoder("all-MiniLM-L6-v2", use_cache=False))
+        cfg = replace(free.config, heads=12, ffn=64, depth=2, dropout=0.1)
+        FetchHRModel(cfg, free.encoder, RNetSet(cfg.layers, cfg.dim, 12, 64)).save(root / "fetchhr")
+        _STATE["fetchhr"] = root / "fetchhr"
+    return _STATE["fetchhr"]
+
+
 # path parameters of the registry: a valid value for each (walking the registry needs one that loads)
-PATH_VALUES: dict[str, Any] = {"classifier": tiny_classifier}
+PATH_VALUES: dict[str, Any] = {
+    "model": tiny_fetchhr,
+    "classifier": tiny_classifier,
+    "reranker": tiny_classifier,  # a one-logit cross-encoder is a valid reranker too
+    "decomposer_url": lambda: "http://127.0.0.1:9/v1",  # unused unless decomposer=endpoint (default: rules)
+}
+
+
+# string parameters whose unset default has no "other" spelling: a valid value for each
+STR_VALUES: dict[str, str] = {"layers": "1,6", "k_per_layer": "2"}
 
 
 def other_value(param, default):
@@ -470,6 +501,8 @@ def other_value(param, default):
         hi = param.max if param.max is not None else lo + 2
         mid = (lo + hi) / 2
         return int(mid) if param.type == "int" else round(mid, 4)
+    if param.type == "str" and default is None and param.name in STR_VALUES:  # "unset" strings with a syntax
+        return STR_VALUES[param.name]
     if param.choices:
         return next(c for c in param.choices if c not in (default, param.default, "auto"))
     if param.type == "bool":
@@ -480,3 +513,42 @@ def other_value(param, default):
         step = 0.05 if (param.max or 0) <= 1 else 0.5
         return round(default + step, 4) if param.max is None or default + step <= param.max else round(default - step, 4)
     return f"{default}-other"
+
+
+@contextlib.contextmanager
+def running_server(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
+    """uvicorn serving ``app`` on 127.0.0.1 and a port the OS picks, in a background thread; yields its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("the test server did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+# headless Chromium for the browser tests (Debian's package; the tests skip without it)
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]

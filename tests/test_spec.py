@@ -9,6 +9,7 @@ from hiera.retrieve.docstage import STAGES
 from hiera.spec import (
     DOC_STAGE_NEEDS,
     METHODS,
+    READERS,
     Param,
     all_params,
     method,
@@ -148,12 +149,44 @@ def test_bad_assignments_are_one_line_errors(items: list[str], names: list[str],
 
 def test_methods_json_has_the_published_shape() -> None:
     data = methods_json({"dhr": {"lam": 0.25}})
-    assert [m["name"] for m in data] == list(METHODS)
+    assert [m["name"] for m in data] == [*METHODS, *READERS]
+    assert [m["kind"] for m in data] == ["retriever"] * len(METHODS) + ["reader"] * len(READERS)
     for m in data:
-        assert {"name", "levels", "params", "requires"} <= set(m)
+        assert {"name", "kind", "levels", "params", "requires"} <= set(m)
         for p in m["params"]:
             assert {"name", "type", "default", "help"} <= set(p)
     dhr = next(m for m in data if m["name"] == "dhr")
     params = {p["name"]: p for p in dhr["params"]}
     assert params["lam"]["default"] == 0.25 and params["lam"]["aliases"] == ["lambda"]
     assert params["doc_stage"]["choice_requires"]["hybrid-max"] == ["bm25", "dense"]
+
+
+def test_reader_parameters_are_routed_to_the_reader() -> None:
+    from hiera.spec import parse_reader_assignments
+
+    retr, read = parse_reader_assignments(["lam=0.5", "max_answer_tokens=12", "reader.merge=sum"], ["dhr"])
+    assert retr == {"dhr": {"lam": 0.5}}
+    assert read == {"max_answer_tokens": 12, "merge": "sum"}
+    with pytest.raises(BadInputError, match="max_answer_tokens"):
+        parse_reader_assignments(["max_answer_tokens=0"], ["dhr"])
+    with pytest.raises(BadInputError, match="--reader"):
+        parse_reader_assignments(["reader=/tmp/x"], ["dhr"])
+    with pytest.raises(BadInputError, match="no parameter 'nope'"):
+        parse_reader_assignments(["nope=1"], ["dhr"])
+
+
+def test_reader_and_method_parameters_never_share_a_name() -> None:
+    method_names = set(all_params())
+    for spec in READERS.values():
+        assert spec.kind == "reader"
+        assert not {p.name for p in spec.params} & method_names
+
+
+def test_a_path_parameter_takes_a_pathlib_path_from_python() -> None:
+    from pathlib import Path
+
+    from hiera.spec import reader_spec
+
+    assert reader_spec().check({"reader": Path("/models/rd")}) == {"reader": "/models/rd"}
+    with pytest.raises(BadInputError, match="directory path"):
+        reader_spec().check({"reader": 3})

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.retrieve import get_retriever
-from hiera.spec import METHODS
+from hiera.spec import METHODS, READERS
 
 CASES = [(m, p) for m, spec in METHODS.items() for p in spec.params]
 
@@ -90,8 +90,20 @@ def test_api_documents_every_parameter_in_openapi(client: TestClient) -> None:
         for choice in param.choices or ():
             assert f'"{choice}"' in schema
     methods = client.get("/methods").json()
-    assert [m["name"] for m in methods] == list(METHODS)
-    assert all(m["available"] for m in methods)
+    retrievers = [m for m in methods if m["kind"] == "retriever"]
+    assert [m["name"] for m in retrievers] == list(METHODS)
+    assert all(m["available"] for m in retrievers)
+    # readers: listed with their parameters, unavailable on a server started without --reader
+    readers = [m for m in methods if m["kind"] == "reader"]
+    assert [m["name"] for m in readers] == list(READERS)
+    assert all(not m["available"] and m["missing"] == ["reader"] for m in readers)
+    answer = {p["name"]: p for p in spec["paths"]["/answer"]["get"]["parameters"]}
+    for r in READERS.values():
+        for param in r.params:
+            assert (param.name in answer) == param.http, param.name
+    assert "lam" in answer and "k" in answer
+    r = client.get("/answer", params={"q": "jazz"})
+    assert r.status_code == 400 and "without a reader" in r.json()["detail"]
 
 
 def test_eval_set_reaches_every_listed_method(root: Path, tmp_path: Path, defaults: dict, capsys) -> None:

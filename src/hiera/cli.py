@@ -20,7 +20,7 @@ from hiera.errors import HieraError
 
 Handler = Callable[[argparse.Namespace], int]
 # Sub-commands that load encoder or cross-encoder weights (they take --trust-pickle).
-MODEL_COMMANDS = frozenset({"build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier", "sets", "demo"})
+MODEL_COMMANDS = frozenset({"build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier", "train-reader", "answer", "sets", "demo"})
 
 
 def _print_json(obj: Any) -> None:
@@ -144,6 +144,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         progress=not args.quiet,
         defaults=defaults or None,
+        shards=args.shards,
+        engine=args.engine,
+        ray_address=args.ray_address,
+        workers=args.workers,
     )
     t = time.perf_counter()
     m = build(args.index, opts, log=_log if not args.quiet else (lambda m: None))
@@ -157,6 +161,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from hiera.spec import parse_assignments
 
     params = parse_assignments(args.set, [args.retriever])[args.retriever]
+    if args.decomposer_url:  # the linking pipeline's model decomposer (an OpenAI-compatible endpoint)
+        params.update(parse_assignments(["decomposer=endpoint", f"decomposer_url={args.decomposer_url}"],
+                                        [args.retriever])[args.retriever])
     col = Collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
@@ -174,17 +181,24 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"     {h.reason()}")
         text = h.text if len(h.text) <= 300 else h.text[:297] + "..."
         print(f"     {text}")
+    if args.explain:
+        from hiera.retrieve.explain import trace_tree
+
+        print("\n" + trace_tree(res))
     return 0
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from hiera.spec import METHODS, methods_json
+    from hiera.spec import METHODS, READERS, methods_json
 
     if args.json:
         _print_json(methods_json())
         return 0
-    for spec in METHODS.values():
-        print(f"{spec.name}  [{', '.join(spec.levels)}; needs {' + '.join(spec.requires) or 'nothing'}]")
+    for spec in (*METHODS.values(), *READERS.values()):
+        if spec.kind == "reader":
+            print(f"{spec.name}  [reader: hiera answer --reader DIR, hiera eval --reader DIR, hiera serve --reader DIR]")
+        else:
+            print(f"{spec.name}  [{', '.join(spec.levels)}; needs {' + '.join(spec.requires) or 'nothing'}]")
         print(f"    {spec.help}")
         for prm in spec.params:
             extra = f" (alias {', '.join(prm.aliases)})" if prm.aliases else ""
@@ -262,6 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
     add_set_option(sp, "default of a method parameter saved with the build, e.g. doc_stage=summary, lam=0.5")
     sp.add_argument("--batch-size", type=int, default=32)
+    sp.add_argument("--shards", type=int, default=0, metavar="N",
+                    help="split the index into N shards of contiguous documents (searches return the same results)")
+    sp.add_argument("--engine", choices=["local", "ray"], default="local",
+                    help="sharded builds: in this process, or as Ray tasks with Ray Data encoding (pip install 'hiera[ray]')")
+    sp.add_argument("--ray-address", default=None, metavar="auto|ADDRESS",
+                    help="--engine ray: the cluster to use (default: start a local Ray)")
+    sp.add_argument("--workers", type=int, default=None, help="--engine ray: encoding actors (default: the cluster's CPUs)")
 
     sp = add("search", cmd_search, "search a collection")
     sp.add_argument("index")
@@ -275,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
     sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")
+    sp.add_argument("--explain", action="store_true", help="print the trace (every step, e.g. linking's) as an indented tree")
+    sp.add_argument("--decomposer-url", default=None, metavar="URL",
+                    help="linking: decompose the question with this OpenAI-compatible chat-completions endpoint "
+                    "(off by default; falls back to the rules decomposer, with a warning, when it fails)")
 
     sp = add("methods", cmd_methods, "list every retrieval method with its parameters and requirements")
     sp.add_argument("--json", action="store_true")
@@ -285,9 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands() -> list[Callable]:
-    """Sub-commands owned by other modules (eval, serve, demo, train, sets, check)."""
+    """Sub-commands owned by other modules (eval, serve, demo, train, sets, check, answer)."""
     out = []
-    for mod in ("hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo", "hiera.sets.cli", "hiera.check"):
+    for mod in (
+        "hiera.eval.cli", "hiera.train.cli", "hiera.serve.cli", "hiera.demo", "hiera.sets.cli", "hiera.check",
+        "hiera.read.cli",
+    ):
         try:
             module = __import__(mod, fromlist=["register"])
         except ModuleNotFoundError as e:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -106,6 +107,8 @@ class Param:
             if isinstance(value, bool):
                 raise TypeError(value)
             return float(str(value).strip()) if isinstance(value, str) else float(value)
+        if self.type == "path" and isinstance(value, os.PathLike):
+            value = os.fspath(value)  # a pathlib.Path from Python callers, kept as the string every surface shows
         if not isinstance(value, str):
             raise TypeError(value)
         return value.strip()
@@ -153,7 +156,7 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A retrieval method: what it returns, what it takes, what it needs built."""
+    """A retrieval method (or a reader): what it returns, what it takes, what it needs built."""
 
     name: str
     impl: str  # "module:Class", imported lazily
@@ -161,6 +164,7 @@ class MethodSpec:
     levels: tuple[Level, ...] = ("passage", "doc")
     params: tuple[Param, ...] = ()
     requires: tuple[str, ...] = ()  # index kinds: "bm25", "dense"
+    kind: Literal["retriever", "reader"] = "retriever"
 
     @property
     def default_level(self) -> Level:
@@ -184,7 +188,7 @@ class MethodSpec:
             p = self.param(key)
             if p is None:
                 known = ", ".join(q.name for q in self.params) or "none"
-                raise BadInputError(f"retriever {self.name!r} has no parameter {key!r} (known: {known})")
+                raise BadInputError(f"{self.kind} {self.name!r} has no parameter {key!r} (known: {known})")
             out[p.name] = p.parse(value, self.name, key)
         return out
 
@@ -204,6 +208,7 @@ class MethodSpec:
         eff = {**self.defaults(), **(defaults or {})}
         return {
             "name": self.name,
+            "kind": self.kind,
             "help": self.help,
             "levels": list(self.levels),
             "params": [p.to_json(eff.get(p.name)) for p in self.params],
@@ -223,6 +228,7 @@ DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {
     "bm25-passage-max": ("bm25",),
     "hybrid-max": ("bm25", "dense"),
     "fused": ("bm25", "dense"),
+    "linked": ("bm25",),  # hiera.retrieve.linking: the linking pipeline's documents (dense helps, BM25 is needed)
 }
 AUTO_STAGE = "auto"
 
@@ -279,6 +285,8 @@ PASSAGE_ALPHA = Param(
 
 # set queries (QUEST): hiera.retrieve.sets
 SET_PARSERS = ("rules", "rules+spacy")  # hiera.sets.parser.PARSERS (the tests check they agree)
+# the linking pipeline: hiera.retrieve.linking (hiera.link.decompose.DECOMPOSERS; the tests check they agree)
+LINK_DECOMPOSERS = ("rules", "none", "endpoint")
 
 METHODS: dict[str, MethodSpec] = {
     s.name: s
@@ -321,6 +329,24 @@ METHODS: dict[str, MethodSpec] = {
             params=(LAM, TOP_DOCS), requires=("bm25",),
         ),
         MethodSpec(
+            "fetchhr", "hiera.retrieve.fetchhr:FetchHRRetriever",
+            "FetchHR: a query vector from every encoder layer (trained heads), k passages per layer, "
+            "none fetched twice; each hit says which layer found it",
+            params=(
+                Param("model", "path", None,
+                      "fetchhr: directory of heads from hiera train-fetchhr (default: no heads, every layer "
+                      "retrieves with its mean-pooled hidden states)"),
+                Param("layers", "str", None,
+                      "fetchhr: the layers that retrieve, like 1-6 or 1,3,6 (default: every layer with a head)"),
+                Param("k_per_layer", "str", None,
+                      "fetchhr: passages each layer fetches, one number or one per layer like 5,5,20 "
+                      "(default: k split evenly over the layers)"),
+                Param("single_layer", "int", None,
+                      "fetchhr: retrieve from this layer alone, without exclusion", min=1, max=12),
+            ),
+            requires=("dense",),
+        ),
+        MethodSpec(
             "sets", "hiera.retrieve.sets:SetsRetriever",
             "set queries (QUEST): parse into constraints, retrieve and classify each, combine with explicit ∩ ∪ \\; "
             "answer_set = the members, each with its evidence sentences",
@@ -344,8 +370,74 @@ METHODS: dict[str, MethodSpec] = {
             ),
             requires=("bm25",),
         ),
+        MethodSpec(
+            "linking", "hiera.retrieve.linking:LinkingRetriever",
+            "interpretable pipeline: entity + event linking and query decomposition → linked documents → "
+            "BM25 coarse filter → cross-encoder; every step in the trace (hiera search --explain)",
+            params=(
+                Param("entity_titles", "int", 10, "linking: documents entity linking of the question keeps",
+                      min=0, max=100),
+                Param("event_titles", "int", 5,
+                      "linking: documents event linking of the question keeps (0: no event linking)", min=0, max=100),
+                Param("decomposition_titles", "int", 5,
+                      "linking: documents event linking keeps per sub-question or sentence (0: no decomposition "
+                      "linking)", min=0, max=100),
+                Param("coarse_depth", "int", 200,
+                      "linking: passages of the linked documents the BM25 coarse filter keeps for the reranker",
+                      min=1, max=10_000),
+                Param("reranker", "path", None,
+                      "linking: cross-encoder directory (hiera train-reranker) for the fine ranking; without one "
+                      "the coarse BM25 order stands"),
+                Param("decomposer", "str", "rules",
+                      "linking: who writes the sub-questions: rules (dependency parse), none, or endpoint "
+                      "(decomposer_url)", choices=LINK_DECOMPOSERS),
+                Param("decomposer_url", "path", None,
+                      "linking: an OpenAI-compatible chat-completions URL for decomposer=endpoint (server-side "
+                      "only; off by default; falls back to rules on failure)"),
+                Param("decomposer_timeout", "float", 10.0, "linking: seconds to wait for the decomposer endpoint",
+                      min=0.1, max=120.0),
+            ),
+            requires=("bm25",),
+        ),
     )
 }
+
+
+# -- readers ------------------------------------------------------------------------------
+# A reader turns a retriever's passages into answers (hiera answer, /answer, hiera eval --reader). Its
+# parameters live here like a retriever's, so the CLI's --set, /answer's query parameters, /methods and the
+# page's answer controls are generated the same way. The reader directory is server-side only (a path).
+READERS: dict[str, MethodSpec] = {
+    s.name: s
+    for s in (
+        MethodSpec(
+            "extractive", "hiera.read.reader:Reader",
+            "extractive reader (hiera train-reader): span + passage-selection heads over the retrieved passages; "
+            "identical answers from several passages are merged, their evidence kept",
+            levels=("passage",), kind="reader",
+            params=(
+                Param("reader", "path", None, "reader: directory of a trained reader (hiera train-reader)"),
+                Param("max_answer_tokens", "int", 30, "reader: longest answer span, in tokens", min=1, max=200),
+                Param("answers", "int", 5, "reader: answers returned, best first", min=1, max=50),
+                Param("passage_weight", "float", 1.0,
+                      "reader: weight of the passage-selection log-probability in an answer's score "
+                      "(0: spans alone; 1: DPR's passage-then-span)", min=0.0, max=10.0, tunable=True,
+                      grid=(0.0, 0.5, 1.0, 2.0, 4.0)),
+                Param("merge", "str", "max",
+                      "reader: an answer string several passages give scores its best span (max) or the sum of "
+                      "their probabilities (sum)", choices=("max", "sum")),
+            ),
+        ),
+    )
+}
+DEFAULT_READER = "extractive"
+
+
+def reader_spec(name: str = DEFAULT_READER) -> MethodSpec:
+    try:
+        return READERS[name]
+    except KeyError:
+        raise BadInputError(f"unknown reader {name!r}; valid: {', '.join(READERS)}") from None
 
 
 def method(name: str) -> MethodSpec:
@@ -400,4 +492,34 @@ def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict
 
 
 def methods_json(defaults: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
-    return [s.to_json((defaults or {}).get(s.name)) for s in METHODS.values()]
+    """Every retrieval method, then every reader (``"kind": "reader"``), as ``/methods`` lists them."""
+    return [s.to_json((defaults or {}).get(s.name)) for s in (*METHODS.values(), *READERS.values())]
+
+
+def parse_reader_assignments(
+    items: Iterable[str] | None, names: Sequence[str], reader: str = DEFAULT_READER
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """``--set`` items of a retrieve-then-read command: (retriever parameters per method, reader parameters).
+
+    ``reader.NAME=VALUE`` (or ``extractive.NAME=VALUE``) and names only the
+    reader has go to the reader; everything else to the retrievers, exactly
+    as :func:`parse_assignments` reads it.
+    """
+    rspec = reader_spec(reader)
+    retr_names = {p.name for n in names for p in method(n).params} | {
+        a for n in names for p in method(n).params for a in p.aliases
+    }
+    to_retrievers: list[str] = []
+    read: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        target, dot, pname = key.strip().rpartition(".")
+        if sep and ((dot and target in ("reader", rspec.name)) or (not dot and rspec.param(key.strip())
+                                                                   and key.strip() not in retr_names)):
+            pname = pname if dot else key.strip()
+            if pname == "reader":
+                raise BadInputError("--set reader=…: give the reader directory with --reader")
+            read.update(rspec.check({pname: value}))
+        else:
+            to_retrievers.append(item)
+    return parse_assignments(to_retrievers, names), read

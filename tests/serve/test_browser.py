@@ -9,25 +9,15 @@ kept at ``/tmp/hiera-web.png`` for people to look at.
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import helpers
 import pytest
 from fastapi import FastAPI
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM, CHROMIUM_ARGS = helpers.CHROMIUM, helpers.CHROMIUM_ARGS
 SCREENSHOT_COPY = Path("/tmp/hiera-web.png")
 
 # Checked at collection time: a fixture-level skip would come after the session fixtures built the collection.
@@ -43,21 +33,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def server_url(app: FastAPI) -> Iterator[str]:
     """uvicorn on 127.0.0.1 and a port the OS picks, in a background thread."""
-    import uvicorn
-
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            pytest.fail("the test server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}/"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with helpers.running_server(app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -191,9 +168,10 @@ def _open(browser, url: str) -> tuple[object, list[str]]:
 
 
 def _methods(page, server_url: str) -> dict[str, dict]:
+    """The retrieval methods of /methods (readers, ``kind: reader``, have their own walk in tests/read)."""
     resp = page.request.get(server_url + "methods")
     assert resp.ok, f"GET /methods: HTTP {resp.status}"
-    return {m["name"]: m for m in resp.json()}
+    return {m["name"]: m for m in resp.json() if m.get("kind", "retriever") == "retriever"}
 
 
 def _built_kinds(methods: dict[str, dict]) -> set[str]:
@@ -237,6 +215,10 @@ def _other_value(p: dict, built: set[str], declared: object) -> object:
             value = p["default"] - step
         assert p["min"] is None or value >= p["min"], p
         return value if p["type"] == "int" else round(value, 10)
+    if p["type"] == "str" and p["default"] is None:  # unset, with a syntax of its own (helpers.STR_VALUES)
+        import helpers
+
+        return helpers.STR_VALUES[p["name"]]
     return p["default"]  # str/path: no other value is known to be valid; still checked as sent and effective
 
 
@@ -428,20 +410,11 @@ def test_controls_follow_methods_json(browser, server_url: str) -> None:
 # -- an API key -----------------------------------------------------------------------------------
 def test_api_key_from_a_link_or_a_prompt(browser, collection_dir: Path) -> None:
     """With a key required, the page takes it from ``?key=`` (and drops it from the address bar) or asks for it."""
-    import uvicorn
-
     from hiera.serve import create_app
 
     key = "browser-test-key"
     app = create_app(collection_dir, warmup=False, api_key=key)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive()
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/"
-    try:
+    with helpers.running_server(app) as url:
         for how in ("link", "prompt"):
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             page.set_default_timeout(15_000)
@@ -454,9 +427,6 @@ def test_api_key_from_a_link_or_a_prompt(browser, collection_dir: Path) -> None:
             assert page.locator(".doc-group").count() >= 1
             assert prompts == ([] if how == "link" else ["This hiera server needs an API key:"])
             page.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_set_answer_shows_the_expression_and_each_members_evidence(browser, server_url: str) -> None:
@@ -479,5 +449,49 @@ def test_set_answer_shows_the_expression_and_each_members_evidence(browser, serv
     assert page.locator(".set-answer script, .set-answer b").count() == 0
     first.locator(".doc-title").click()
     page.wait_for_function("document.querySelector('#panel-title').textContent.length > 0")
+    assert [e for e in errors if "status of 422" not in e] == [], errors
+    page.close()
+
+
+def test_fetchhr_hits_say_which_layer_fetched_them(browser, server_url: str) -> None:
+    """FetchHR: every hit carries a badge naming the encoder layer whose query found it."""
+    page, errors = _open(browser, server_url)
+    page.select_option("#retriever", "fetchhr")
+    page.select_option("#k", "10")
+    page.fill("#method-params [data-param='layers']", "1,6")
+    page.fill("#q", "What do worker bees do in the hive?")
+    page.click("#search-btn")
+    page.wait_for_selector(".hit .chip-layer")
+    badges = page.locator(".hit .chip-layer").all_text_contents()
+    assert len(badges) == page.locator(".hit").count() == 10
+    assert sorted(set(badges)) == ["fetched by layer 1", "fetched by layer 6"]
+    assert [e for e in errors if "status of 422" not in e] == [], errors
+    page.close()
+
+
+def test_linking_shows_how_this_was_found(browser, server_url: str) -> None:
+    """linking: a collapsed "how this was found" panel with one branch per trace step, mentions and linked titles."""
+    page, errors = _open(browser, server_url)
+    page.select_option("#retriever", "linking")
+    page.fill("#q", "What do worker bees do in the Honey bee colony?")
+    page.click("#search-btn")
+    page.wait_for_selector("#explain:not([hidden]) .explain-step", state="attached")
+    assert page.text_content("#explain > summary") == "how this was found"
+    assert not page.eval_on_selector("#explain", "d => d.open")  # collapsed until asked
+    steps = page.eval_on_selector_all("#explain-steps > .explain-step", "ls => ls.map(l => l.dataset.step)")
+    assert steps == ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition",
+                     "decomposition-linking", "linked-documents", "coarse-filter", "rerank"]
+    page.click("#explain > summary")
+    page.click(".explain-step[data-step='linked-documents'] > details > summary")
+    page.click(".explain-step[data-step='linked-documents'] details details > summary")  # the "linked" list
+    linked = page.locator(".explain-step[data-step='linked-documents'] .explain-item").all_text_contents()
+    assert any("title: Honey bee" in t for t in linked), linked
+    assert any("source: " in t for t in linked), linked
+    page.click(".explain-step[data-step='mentions'] > details > summary")
+    page.click(".explain-step[data-step='mentions'] details details > summary")
+    mentions = page.locator(".explain-step[data-step='mentions'] .explain-item").all_text_contents()
+    assert any("text: Honey bee" in t and "span: [" in t for t in mentions), mentions
+    assert page.locator("#explain script, #explain b").count() == 0  # text only
+    # a method without a trace detail still lists its steps; a failed search leaves no stale panel behind
     assert [e for e in errors if "status of 422" not in e] == [], errors
     page.close()

@@ -60,7 +60,7 @@ from hiera.errors import HieraError
 from hiera.index.build import live_build_dir
 from hiera.retrieve import get_retriever
 from hiera.retrieve.protocol import Retriever
-from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, Param, all_params
+from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, READERS, Param, all_params, reader_spec
 
 log = logging.getLogger("hiera.serve")
 
@@ -69,6 +69,7 @@ MAX_LINKS = 200
 MAX_DOC_ID_CHARS = 1000
 PROCESS_TIME_HEADER = "X-Process-Time-Ms"
 API_KEY_ENV = "HIERA_API_KEY"
+MAX_READ_K = 100  # passages one /answer reads: a reader pass costs ~30 ms a passage on a CPU
 MAX_BODY_BYTES = 64 * 1024  # the API takes no request bodies; this only bounds what a client may send
 SEARCH_TIMEOUT_S = 30.0
 SEARCH_WORKERS = 8
@@ -203,10 +204,22 @@ class Service:
     """What the app loads once: the collection, its retrievers and what they can serve."""
 
     def __init__(
-        self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16"
+        self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16",
+        opener: Callable[..., Collection] = Collection, reader: Path | None = None,
     ) -> None:
+        """``opener(root, vectors=…)`` opens the collection (Ray Serve's router passes one whose shards are remote).
+
+        ``reader``: a reader directory (``hiera train-reader``) for ``/answer``; loaded before the collection,
+        so a wrong directory fails at start-up.
+        """
         self.root = Path(root)
+        self.reader = None
+        if reader is not None:
+            from hiera.read.reader import Reader
+
+            self.reader = Reader(reader)
         self.vectors = vectors
+        self.opener = opener
         self.reranker = None
         self.rerank_depth = rerank_depth
         if reranker is not None:
@@ -220,7 +233,7 @@ class Service:
         self.stale: str | None = None  # why searches are refused until the next build, if they are
         self._reload_lock = threading.Lock()
         self._checked = time.monotonic()
-        self._serve(Collection(self.root, vectors=vectors))
+        self._serve(self.opener(self.root, vectors=vectors))
 
     def _serve(self, col: Collection) -> None:
         """Serve ``col``: one retriever per method its build can serve (a reference swap, so requests see one build)."""
@@ -247,7 +260,7 @@ class Service:
             live = live_build_dir(self.root)
             if live is not None and live != self.col.build_dir:
                 try:
-                    col = Collection(self.root, vectors=self.vectors)
+                    col = self.opener(self.root, vectors=self.vectors)
                 except HieraError as e:
                     self.stale = f"the collection changed and its new index cannot be served ({e})"
                     log.warning("%s", self.stale)
@@ -312,6 +325,7 @@ class Service:
             "reranker": None
             if self.reranker is None
             else {"name": self.reranker.name, "threshold": self.reranker.threshold, "depth": self.rerank_depth},
+            "reader": None if self.reader is None else {"name": self.reader.name, "params": _jsonable(self.reader.defaults)},
             "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS, **self.limits},
         }
 
@@ -322,7 +336,16 @@ class Service:
             r = self.retrievers.get(name)
             defaults = r.defaults if r is not None else {**spec.defaults(), **self.col.method_defaults(name)}
             out.append({**spec.to_json(_jsonable(defaults)), "available": r is not None, "missing": self.missing[name]})
+        for spec in READERS.values():  # kind "reader": /answer's parameters; missing when served without --reader
+            defaults = self.reader.defaults if self.reader is not None else spec.defaults()
+            out.append({**spec.to_json(_jsonable(defaults)), "available": self.reader is not None,
+                        "missing": [] if self.reader is not None else ["reader"]})
         return out
+
+    def answerer(self) -> Any:
+        if self.reader is None:
+            raise HieraError("this server was started without a reader (hiera serve DIR --reader DIR)")
+        return self.reader
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -422,6 +445,36 @@ def _query_parameter(p: Param, pyname: str, alias: str | None = None) -> inspect
 SERVER_SIDE = frozenset(name for p in all_params().values() if not p.http for name in (p.name, *p.aliases))
 
 
+def _request_parameters(k_max: int, k_means: str) -> list[inspect.Parameter]:
+    """The request, the question, k and the retriever: what /search and /answer both take first."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("request", kw, annotation=Request),
+        inspect.Parameter("q", kw, annotation=str,
+                          default=Query(..., description=f"the question, 1 to {MAX_QUERY_CHARS} characters")),
+        inspect.Parameter("k", kw, annotation=int, default=Query(10, ge=1, le=k_max, description=f"{k_means}, 1 to {k_max}")),
+        inspect.Parameter("retriever", kw, annotation=str,
+                          default=Query("dhr", description="retrieval method; /methods lists them with their parameters")),
+    ]
+
+
+def _reader_parameters() -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """``/answer``'s reader parameters (the registry's readers), as :func:`_method_parameters` does for methods."""
+    params, canonical = [], {}
+    for spec in READERS.values():
+        for p in spec.params:
+            if not p.http:
+                continue
+            ann: Any = Literal[p.choices] if p.choices else _PY_TYPES[p.type]  # type: ignore[valid-type]
+            q = Query(None, alias=p.name, description=f"{p.help} ({spec.name})", ge=p.min, le=p.max)
+            params.append(inspect.Parameter(f"r_{p.name}", inspect.Parameter.KEYWORD_ONLY, default=q, annotation=ann | None))
+            canonical[f"r_{p.name}"] = p.name
+    return params, canonical
+
+
+READER_SERVER_SIDE = frozenset(p.name for s in READERS.values() for p in s.params if not p.http)
+
+
 def _method_parameters() -> tuple[list[inspect.Parameter], dict[str, str]]:
     """Query parameters for every registry parameter and alias; maps each Python name to the canonical one."""
     params, canonical = [], {}
@@ -447,6 +500,8 @@ def create_app(
     search_timeout: float = SEARCH_TIMEOUT_S,
     max_body: int = MAX_BODY_BYTES,
     max_pending: int = MAX_PENDING_SEARCHES,
+    opener: Callable[..., Collection] = Collection,
+    reader: Path | None = None,
 ) -> FastAPI:
     """The API for the collection at ``root``.
 
@@ -461,7 +516,8 @@ def create_app(
     """
     if api_key is None:
         api_key = os.environ.get(API_KEY_ENV) or None
-    service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors)
+    service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors, opener=opener,
+                      reader=reader)
     pool = SearchPool(search_timeout, max_pending=max_pending)
     service.limits = {"search_timeout_s": search_timeout, "body_bytes": max_body, "pending_searches": max_pending}
 
@@ -518,17 +574,12 @@ def create_app(
         return JSONResponse(status_code=422, content={"detail": _validation_message(exc)})
 
     method_params, canonical = _method_parameters()
+    reader_params, reader_canonical = _reader_parameters()
 
-    async def search(
-        request: Request, q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool,
-        **given: Any,
-    ) -> JSONResponse:
-        """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
-
-        Parameters the chosen retriever does not take are ignored (and listed
-        under ``ignored``): the web page sends its controls' values whatever
-        the method, and that must not be an error.
-        """
+    def checked_request(
+        request: Request, q: str, retriever: str, rerank: bool, given: dict[str, Any]
+    ) -> tuple[Retriever, dict[str, Any], list[str]]:
+        """What /search and /answer check alike: the query, server-side names, staleness, the method's parameters."""
         if not q.strip():
             raise _unprocessable("the query is empty: type a question")
         if len(q) > MAX_QUERY_CHARS:
@@ -549,28 +600,37 @@ def create_app(
             params = r.spec.check(params)
         except HieraError as e:
             raise _unprocessable(str(e)) from None
-        ignored = sorted(set(values) - set(params))
+        return r, params, sorted(set(values) - set(params))
 
-        def run() -> dict[str, Any]:
+    async def respond(work: Callable[[], dict[str, Any]], ignored: list[str]) -> JSONResponse:
+        """Run ``work`` in the search pool (its time limit, its queue bound); the body gets its time and what was ignored."""
+
+        def timed() -> dict[str, Any]:
             t0 = time.perf_counter()
-            res = r.search(q, k=k, level=level, **params)
-            body = res.to_dict()
+            body = work()
             body["took_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
             return body
 
-        body = await pool.run(run)
+        body = await pool.run(timed)
         body["ignored"] = ignored
         return JSONResponse(body)
 
+    async def search(
+        request: Request, q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool,
+        **given: Any,
+    ) -> JSONResponse:
+        """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
+
+        Parameters the chosen retriever does not take are ignored (and listed
+        under ``ignored``): the web page sends its controls' values whatever
+        the method, and that must not be an error.
+        """
+        r, params, ignored = checked_request(request, q, retriever, rerank, given)
+        return await respond(lambda: r.search(q, k=k, level=level, **params).to_dict(), ignored)
+
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
-            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
-            inspect.Parameter("q", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                              default=Query(..., description=f"the question, 1 to {MAX_QUERY_CHARS} characters")),
-            inspect.Parameter("k", inspect.Parameter.KEYWORD_ONLY, annotation=int,
-                              default=Query(10, ge=1, le=MAX_K, description=f"number of hits, 1 to {MAX_K}")),
-            inspect.Parameter("retriever", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                              default=Query("dhr", description="retrieval method; /methods lists them with their parameters")),
+            *_request_parameters(MAX_K, "number of hits"),
             inspect.Parameter("level", inspect.Parameter.KEYWORD_ONLY, annotation=Literal["passage", "doc"] | None,
                               default=Query(None, description="rank passages or documents (default: the method's first level)")),
             inspect.Parameter("rerank", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
@@ -579,6 +639,48 @@ def create_app(
         ]
     )
     app.get("/search", summary="Search the collection")(search)
+
+    async def answer(request: Request, q: str, k: int, retriever: str, rerank: bool, **given: Any) -> JSONResponse:
+        """Retrieve ``k`` passages and read them: ranked answers, each with its passage, offsets and evidence.
+
+        The same JSON as ``hiera answer --json``; ``start``/``end`` are
+        character offsets of the answer in its passage's text.
+        """
+        refused = sorted(set(request.query_params) & READER_SERVER_SIDE)
+        if refused:
+            raise _unprocessable(f"{', '.join(refused)}: the reader is chosen when the server starts (--reader DIR)")
+        reader = service.answerer()
+        r, params, ignored = checked_request(
+            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}
+        )
+        if "passage" not in r.spec.levels:
+            raise _unprocessable(f"the reader reads passages; retriever {retriever!r} ranks documents only")
+        try:
+            read = reader_spec().check(
+                {reader_canonical[n]: v for n, v in given.items() if n in reader_canonical and v is not None and v != ""}
+            )
+        except HieraError as e:
+            raise _unprocessable(str(e)) from None
+
+        def run() -> dict[str, Any]:
+            from hiera.read.pipeline import read_results
+
+            res = r.search(q, k=k, level="passage", **params)
+            sep = service.col.store.rules.title_sep if service.col.store.rules else ", "
+            return read_results(reader, res, sep, **read).to_dict()
+
+        return await respond(run, ignored)
+
+    answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            *_request_parameters(MAX_READ_K, "passages retrieved and read"),
+            inspect.Parameter("rerank", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                              default=Query(False, description="rerank before reading (the server's cross-encoder)")),
+            *method_params,
+            *reader_params,
+        ]
+    )
+    app.get("/answer", summary="Answer a question: retrieve passages, then read them")(answer)
 
     @app.get("/methods", summary="Every retrieval method with its parameters, defaults and requirements")
     def methods() -> JSONResponse:

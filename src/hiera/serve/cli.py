@@ -59,11 +59,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if warning:
         log.warning(warning)
         print(f"hiera: warning: {warning}", file=sys.stderr, flush=True)
+    if args.engine == "ray":
+        from hiera.shard.serve import serve_forever
+
+        return serve_forever(
+            Path(args.index), args.ray_address, host=args.host, port=args.port, replicas=args.replicas,
+            shard_cpus=args.shard_cpus, vectors=args.vectors, warmup=not args.no_warmup,
+            app_options={"reranker": Path(args.rerank) if args.rerank else None, "rerank_depth": args.rerank_depth,
+                         "reader": Path(args.reader) if args.reader else None,
+                         "api_key": api_key, "cors_origin": args.cors_origin, "search_timeout": args.search_timeout,
+                         "max_body": args.max_body},
+        )
     app = create_app(
         Path(args.index),
         warmup=not args.no_warmup,
         reranker=Path(args.rerank) if args.rerank else None,
         rerank_depth=args.rerank_depth,
+        reader=Path(args.reader) if args.reader else None,
         vectors=args.vectors,
         api_key=api_key,
         cors_origin=args.cors_origin,
@@ -93,6 +105,7 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     sp.add_argument("--no-warmup", action="store_true", help="start at once; the first searches load the indexes")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory: enables /search?rerank=true")
     sp.add_argument("--rerank-depth", type=int, default=20, help="hits the reranker rescores")
+    sp.add_argument("--reader", default=None, help="reader directory (hiera train-reader): enables /answer and the page's answer mode")
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
     sp.add_argument("--api-key", default=None, help="require this key on every API request (Authorization: Bearer KEY "
                     "or X-API-Key); default: $HIERA_API_KEY, which keeps it out of the process list")
@@ -101,3 +114,9 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     sp.add_argument("--search-timeout", type=float, default=SEARCH_TIMEOUT_S,
                     help=f"seconds a search may take before it is answered 504 (default {SEARCH_TIMEOUT_S:g})")
     sp.add_argument("--max-body", type=int, default=MAX_BODY_BYTES, help="largest request body accepted, in bytes (413 beyond)")
+    sp.add_argument("--engine", choices=["local", "ray"], default="local",
+                    help="ray: Ray Serve, a router plus one deployment per shard of a sharded build (same API); "
+                    "local: one process (a sharded build is searched with one thread per shard)")
+    sp.add_argument("--ray-address", default=None, metavar="auto|ADDRESS", help="--engine ray: the cluster (default: a local Ray)")
+    sp.add_argument("--replicas", type=int, default=1, help="--engine ray: replicas of each shard deployment")
+    sp.add_argument("--shard-cpus", type=float, default=1.0, help="--engine ray: CPUs reserved per shard replica")

@@ -1,4 +1,5 @@
-"""``hiera train`` (dual encoders), ``hiera train-reranker`` and ``hiera train-classifier`` (cross-encoders)."""
+"""``hiera train`` (dual encoders), ``hiera train-reranker`` and ``hiera train-classifier`` (cross-encoders),
+``hiera train-reader`` (the extractive reader)."""
 
 from __future__ import annotations
 
@@ -70,9 +71,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cross_encoder_fields(args: argparse.Namespace) -> dict:
-    """The options ``train-reranker`` and ``train-classifier`` share, as their argument dataclasses name them."""
+def _run_fields(args: argparse.Namespace) -> dict:
+    """The options the cross-encoder and reader trainers share, as their argument dataclasses name them."""
     return {
+        "base_model": args.base_model,
         "batch_size": args.batch_size,
         "epochs": args.epochs,
         "max_steps": args.max_steps,
@@ -82,9 +84,13 @@ def _cross_encoder_fields(args: argparse.Namespace) -> dict:
         "seed": args.seed,
         "save_steps": args.save_steps,
         "max_minutes": args.max_minutes,
-        "dev_fraction": args.dev_fraction,
         "progress": not args.quiet,
     }
+
+
+def _cross_encoder_fields(args: argparse.Namespace) -> dict:
+    """What ``train-reranker`` and ``train-classifier`` share: the run's fields and the calibration hold-out."""
+    return {**_run_fields(args), "dev_fraction": args.dev_fraction}
 
 
 def cmd_train_reranker(args: argparse.Namespace) -> int:
@@ -92,7 +98,6 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     from hiera.train.reranker import train_reranker
 
     rargs = RerankerArgs(
-        base_model=args.base_model,
         negatives_per_positive=args.negatives_per_positive,
         **_cross_encoder_fields(args),
     )
@@ -128,7 +133,6 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     if args.format != "quest":
         raise BadInputError(f"train-classifier reads QUEST-format set queries (--format quest), not {args.format!r}")
     cargs = ClassifierArgs(
-        base_model=args.base_model,
         negatives=args.negatives,
         units=args.units,
         atom_text=args.atom_text,
@@ -153,6 +157,19 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
             indent=2,
         )
     )
+    return 0
+
+
+def cmd_train_reader(args: argparse.Namespace) -> int:
+    from hiera.train.args import ReaderArgs
+    from hiera.train.reader import train_reader
+
+    rargs = ReaderArgs(
+        negatives=args.negatives, stride=args.stride, freeze_embeddings=not args.train_embeddings, **_run_fields(args)
+    )
+    report = train_reader(args.index, _questions(args), args.out, rargs, log=_log if not args.quiet else (lambda m: None))
+    print(json.dumps({"model": args.out, "examples": report["examples"], "train": report["train"],
+                      "seconds_total": report["seconds_total"], "peak_rss_mb": report["peak_rss_mb"]}, indent=2))
     return 0
 
 
@@ -239,3 +256,20 @@ def register(add: Any) -> None:
     sp.add_argument("--dev-questions", default=None, help="queries whose constraints calibrate the pair threshold "
                     "(default: hold out --dev-fraction of the constraints)")
     sp.add_argument("--dev-fraction", type=float, default=0.1)
+
+    from hiera.train.fetchhr_cli import register as register_fetchhr
+
+    register_fetchhr(add, _common, fmts)
+
+    sp = add(
+        "train-reader",
+        cmd_train_reader,
+        "train the extractive reader (span + passage-selection heads) from all-MiniLM-L6-v2",
+    )
+    _common(sp, fmts)
+    sp.set_defaults(batch_size=16)  # ReaderArgs' default: questions per step, each with its negatives
+    sp.add_argument("--negatives", type=int, default=1, help="BM25 passages without the answer per question")
+    sp.add_argument("--max-length", type=int, default=256, help="window length in tokens (question + title + passage)")
+    sp.add_argument("--stride", type=int, default=64, help="tokens shared by neighbouring windows of a long passage")
+    sp.add_argument("--train-embeddings", action="store_true", help="update the word embeddings too (slower on CPU)")
+    sp.add_argument("--save-steps", type=int, default=50)

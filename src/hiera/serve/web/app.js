@@ -15,10 +15,10 @@
   const WORD = /([\p{L}\p{N}]+)/u;
 
   // Fixed controls; everything else in the form is a method parameter built from /methods.
-  const FIXED = new Set(["q", "k", "level", "retriever", "rerank"]);
+  const FIXED = new Set(["q", "k", "level", "retriever", "rerank", "answer"]);
 
   const state = {
-    health: null, methods: [], missingKinds: new Set(),
+    health: null, methods: [], readers: [], missingKinds: new Set(),
     seq: 0, results: null, hitPaths: new Map(), terms: [], openDoc: null,
   };
 
@@ -187,6 +187,9 @@
     const head = el("div", "hit-head");
     head.appendChild(el("span", "rank", "#" + hit.rank));
     head.appendChild(breadcrumb(hit));
+    // FetchHR: the encoder layer whose query fetched this hit (its stage is named "layerN")
+    const layer = Object.keys(hit.stages || {}).find((n) => /^layer\d+$/.test(n));
+    if (layer) head.appendChild(el("span", "chip chip-layer", "fetched by layer " + layer.slice(5)));
     box.appendChild(head);
     const text = el("p", "hit-text");
     text.appendChild(highlight(hit.text || "", terms));
@@ -298,6 +301,63 @@
     $("#empty").hidden = res.answer_set.length > 0 || res.hits.length > 0;
   }
 
+  /* The text with [start, end) wrapped in <mark class="answer-span">: text nodes only. */
+  function markSpan(text, start, end) {
+    const frag = document.createDocumentFragment();
+    text = String(text);
+    frag.appendChild(document.createTextNode(text.slice(0, start)));
+    frag.appendChild(el("mark", "answer-span", text.slice(start, end)));
+    frag.appendChild(document.createTextNode(text.slice(end)));
+    return frag;
+  }
+
+  /* Answer mode: the best answer first, highlighted inside its passage with the breadcrumb, then the
+   * other candidate answers; the passages that were read follow as ordinary results. */
+  function renderAnswer(body) {
+    const box = $("#answer-box");
+    box.textContent = "";
+    const answers = body.answers || [];
+    if (!answers.length) {
+      box.appendChild(el("p", "answer-none", "No answer: the reader found no span it accepts in these passages."));
+      box.hidden = false;
+      return;
+    }
+    const best = answers[0];
+    const passage = (body.passages || []).find((h) => h.passage_id === best.passage_id);
+    const head = el("div", "answer-main");
+    head.appendChild(el("span", "answer-label", "Answer"));
+    head.appendChild(el("strong", "answer-text", best.text));
+    head.appendChild(el("span", "answer-score", "score " + best.score.toFixed(3)));
+    box.appendChild(head);
+    box.appendChild(el("div", "answer-crumb", best.breadcrumb + (passage ? " · passage #" + passage.rank : "")));
+    if (passage) {
+      const p = el("p", "answer-passage");
+      p.appendChild(markSpan(passage.text, best.start, best.end));
+      box.appendChild(p);
+    }
+    const also = (best.evidence || []).slice(1);
+    if (also.length) box.appendChild(el("div", "answer-also", "also in: " + also.map((e) => e.breadcrumb).join("; ")));
+    if (answers.length > 1) {
+      const more = el("div", "answer-others");
+      more.appendChild(el("h3", null, "Other candidate answers"));
+      const ol = el("ol");
+      for (const a of answers.slice(1)) {
+        const li = el("li", "answer-other");
+        li.appendChild(el("strong", null, a.text));
+        li.appendChild(el("span", "answer-score", " " + a.score.toFixed(3)));
+        li.appendChild(el("span", "answer-crumb", " · " + a.breadcrumb));
+        ol.appendChild(li);
+      }
+      more.appendChild(ol);
+      box.appendChild(more);
+    }
+    box.hidden = false;
+  }
+
+  function answerMode() {
+    return !$("#answer-wrap").hidden && $("#answer").checked;
+  }
+
   function renderTimings(res, roundTripMs, serverMs) {
     const box = $("#timings");
     box.textContent = "";
@@ -316,6 +376,75 @@
     box.hidden = false;
   }
 
+  /* "how this was found": the trace as a collapsible tree, one branch per step (hiera search --explain on
+   * the command line). A mapping of plain values, or a list item that is one, is one line ("title: … ·
+   * score: …"); anything nested opens a deeper list. textContent only. */
+  function explainValue(v) {
+    if (v === null || v === undefined) return "–";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+    if (Array.isArray(v) && v.every((x) => x === null || typeof x !== "object")) return "[" + v.map(explainValue).join(", ") + "]";
+    return String(v);
+  }
+
+  function explainFlat(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v) &&
+      Object.values(v).every((x) => x === null || typeof x !== "object" ||
+        (Array.isArray(x) && x.every((y) => y === null || typeof y !== "object")));
+  }
+
+  function explainLine(obj) {
+    return Object.entries(obj).map(([k, v]) => k + ": " + explainValue(v)).join(" · ");
+  }
+
+  function explainTree(value) {
+    const ul = el("ul", "explain-tree");
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        if (explainFlat(item)) { ul.appendChild(el("li", "explain-item", explainLine(item))); continue; }
+        if (item === null || typeof item !== "object") { ul.appendChild(el("li", "explain-item", explainValue(item))); continue; }
+        const plain = Object.fromEntries(Object.entries(item).filter(([, v]) => v === null || typeof v !== "object"));
+        const nested = Object.fromEntries(Object.entries(item).filter(([, v]) => v !== null && typeof v === "object"));
+        const li = el("li", "explain-item", explainLine(plain));
+        li.appendChild(explainTree(nested));
+        ul.appendChild(li);
+      }
+      return ul;
+    }
+    for (const [k, v] of Object.entries(value || {})) {
+      if (v === null || typeof v !== "object" || (Array.isArray(v) && v.every((x) => x === null || typeof x !== "object"))) {
+        ul.appendChild(el("li", "explain-item", k + ": " + explainValue(v)));
+      } else if (explainFlat(v) && Object.keys(v).length) {
+        ul.appendChild(el("li", "explain-item", k + ": " + explainLine(v)));
+      } else {
+        const li = el("li", "explain-item");
+        const d = el("details", "explain-node");
+        const size = Array.isArray(v) ? v.length : Object.keys(v).length;
+        d.appendChild(el("summary", null, k + " (" + size + ")"));
+        d.appendChild(explainTree(v));
+        li.appendChild(d);
+        ul.appendChild(li);
+      }
+    }
+    return ul;
+  }
+
+  function renderExplain(res) {
+    const box = $("#explain");
+    const list = $("#explain-steps");
+    list.textContent = "";
+    const steps = res.trace || [];
+    for (const step of steps) {
+      const li = el("li", "explain-step");
+      li.dataset.step = step.name;
+      const d = el("details", "explain-node");
+      d.appendChild(el("summary", null, step.name + " · " + step.ms.toFixed(1) + " ms"));
+      d.appendChild(explainTree(step.detail || {}));
+      li.appendChild(d);
+      list.appendChild(li);
+    }
+    box.hidden = steps.length === 0;
+  }
+
   // -- search ----------------------------------------------------------------
   function currentParams() {
     const name = $("#retriever").value;
@@ -325,9 +454,10 @@
     p.set("k", $("#k").value);
     p.set("level", $("#level").value);
     if (!$("#rerank-wrap").hidden && $("#rerank").checked) p.set("rerank", "true");
+    if (answerMode()) p.set("answer", "true");
     // one entry per rendered parameter control, under its canonical name; an
     // emptied field is left out so that the server uses its default
-    for (const input of paramControls()) {
+    for (const input of [...paramControls(), ...(answerMode() ? readerControls() : [])]) {
       const v = controlValue(input);
       if (v !== "") p.set(input.dataset.param, v);
     }
@@ -350,7 +480,11 @@
     $("#results").classList.add("loading");
     const t0 = performance.now();
     try {
-      const resp = await apiFetch("search?" + params.toString());
+      const asking = answerMode();
+      const api = new URLSearchParams(params);
+      api.delete("answer");
+      if (asking) api.delete("level"); // the reader reads passages
+      const resp = await apiFetch((asking ? "answer?" : "search?") + api.toString());
       const body = await resp.json().catch(() => null);
       if (seq !== state.seq) return; // a newer search was started
       if (!resp.ok) {
@@ -358,9 +492,18 @@
         throw new Error(detail + " (HTTP " + resp.status + ")");
       }
       showError("");
-      state.results = body;
-      (Array.isArray(body.answer_set) ? renderSetAnswer : renderResults)(body);
-      renderTimings(body, performance.now() - t0, resp.headers.get("X-Process-Time-Ms"));
+      let res = body;
+      if (asking) {
+        renderAnswer(body);
+        res = { query: body.question, level: "passage", hits: body.passages, retriever: body.retriever,
+          trace: body.trace, took_ms: body.took_ms, ignored: body.ignored };
+      } else {
+        $("#answer-box").hidden = true;
+      }
+      state.results = res;
+      (Array.isArray(res.answer_set) ? renderSetAnswer : renderResults)(res);
+      renderTimings(res, performance.now() - t0, resp.headers.get("X-Process-Time-Ms"));
+      renderExplain(body);
       if (state.openDoc && state.hitPaths.has(state.openDoc)) openDocument(state.openDoc);
     } catch (e) {
       if (seq !== state.seq) return;
@@ -475,6 +618,24 @@
     return [...document.querySelectorAll("#method-params [data-param]")];
   }
 
+  function readerControls() {
+    return [...document.querySelectorAll("#reader-params [data-param]")];
+  }
+
+  /* The reader's parameter controls (from /methods, kind "reader"), shown in answer mode only. */
+  function syncReaderControls() {
+    const box = $("#reader-params");
+    const on = answerMode();
+    box.hidden = !on;
+    if (!on) return;
+    if (!box.childElementCount) {
+      for (const r of state.readers.filter((m) => m.available !== false)) {
+        for (const p of r.params || []) if (p.http !== false) box.appendChild(paramControl(p));
+      }
+    }
+    $("#level").value = "passage";
+  }
+
   function controlValue(input) {
     if (input.type === "checkbox") return input.checked ? "true" : "false";
     return String(input.value).trim();
@@ -566,7 +727,10 @@
   async function loadMethods(h) {
     try {
       const list = await getJSON("methods");
-      if (Array.isArray(list)) return list;
+      if (Array.isArray(list)) {
+        state.readers = list.filter((m) => m.kind === "reader");
+        return list.filter((m) => (m.kind || "retriever") === "retriever");
+      }
     } catch (e) {
       console.warn("no /methods on this server (" + e.message + "); showing methods without parameters");
     }
@@ -647,6 +811,14 @@
     syncControls(); // after level: a level the method lacks falls back to one it has
     restoreParams(url);
     if (h.reranker && url.has("rerank")) $("#rerank").checked = /^(1|true|yes|on)$/i.test(url.get("rerank"));
+    $("#answer-wrap").hidden = !h.reader;
+    if (h.reader) {
+      $("#answer-wrap").title = "read the retrieved passages with " + h.reader.name + " and show answers first";
+      $("#answer").checked = /^(1|true|yes|on)$/i.test(url.get("answer") || "");
+      $("#answer").addEventListener("change", syncReaderControls);
+      syncReaderControls();
+      for (const input of readerControls()) if (url.has(input.dataset.param)) setControlValue(input, url.get(input.dataset.param));
+    }
     document.body.dataset.ready = "1";
     if (url.get("q")) {
       $("#q").value = url.get("q");
