@@ -426,9 +426,12 @@ def _validation_message(exc: RequestValidationError) -> str:
 _PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str, "path": str}
 
 
-def _query_parameter(p: Param, pyname: str, alias: str | None = None) -> inspect.Parameter:
-    """One ``/search`` query parameter for a registry parameter (bounds and choices in the schema)."""
-    users = [n for n, s in METHODS.items() if any(x.name == p.name for x in s.params)]
+def _query_parameter(
+    p: Param, pyname: str, alias: str | None = None, users: Sequence[str] | None = None
+) -> inspect.Parameter:
+    """One query parameter for a registry parameter (bounds and choices in the schema); ``users``: who takes it."""
+    if users is None:
+        users = [n for n, s in METHODS.items() if any(x.name == p.name for x in s.params)]
     ann: Any = Literal[p.choices] if p.choices else _PY_TYPES[p.type]  # type: ignore[valid-type]
     q = Query(
         None,
@@ -465,9 +468,7 @@ def _reader_parameters() -> tuple[list[inspect.Parameter], dict[str, str]]:
         for p in spec.params:
             if not p.http:
                 continue
-            ann: Any = Literal[p.choices] if p.choices else _PY_TYPES[p.type]  # type: ignore[valid-type]
-            q = Query(None, alias=p.name, description=f"{p.help} ({spec.name})", ge=p.min, le=p.max)
-            params.append(inspect.Parameter(f"r_{p.name}", inspect.Parameter.KEYWORD_ONLY, default=q, annotation=ann | None))
+            params.append(_query_parameter(p, f"r_{p.name}", users=[spec.name]))
             canonical[f"r_{p.name}"] = p.name
     return params, canonical
 

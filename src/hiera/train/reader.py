@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -76,6 +77,7 @@ class GroupReport:
     groups: int = 0
     no_positive: int = 0
     no_span: int = 0  # the answer string was not found in the positive, or no window held it whole
+    no_negatives: int = 0  # fewer passages without the answer than --negatives asks for
     positives_gold: int = 0
     hard_negatives: int = 0
     random_negatives: int = 0
@@ -110,7 +112,7 @@ def reader_groups(
         rand = neg.random_fill(len(pool.passage_ids), judge.passage, {pos, *hard}, args.negatives - len(hard), rng)
         negs = hard + rand
         if len(negs) < args.negatives:
-            rep.no_positive += 1
+            rep.no_negatives += 1
             continue
         pw = make_windows(tokenizer, q.text, [(passage_title(pool, pos), pool.passage_text[pos])], args.max_length, args.stride)
         at = next(((w, t) for w in range(len(pw)) if (t := token_span(pw, w, *span)) is not None), None)
@@ -201,7 +203,8 @@ def train_reader(
         raise HieraError(f"only {len(groups)} usable training questions (answers not found in the collection's passages)")
     log(
         f"reader: {rep.groups} groups from {rep.questions} questions ({rep.no_positive} without a positive, "
-        f"{rep.no_span} without a findable span); {args.negatives} negatives each"
+        f"{rep.no_span} without a findable span, {rep.no_negatives} without enough negatives); "
+        f"{args.negatives} negatives each"
     )
     work = out.with_name(out.name + ".work")
     targs = TrainingArguments(
@@ -231,8 +234,6 @@ def train_reader(
     }
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
-        import shutil
-
         shutil.rmtree(tmp)
     model.eval()
     save_reader(model, tokenizer, tmp, meta)
