@@ -15,6 +15,13 @@ def topk(scores: np.ndarray, k: int, positive_only: bool = False) -> tuple[np.nd
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     if k < n:
         part = np.argpartition(-scores, k - 1)[:k]
+        # argpartition keeps an arbitrary subset of the values tied at the cut: take the lowest positions,
+        # so that the top k is a function of the scores alone (sharded searches merge to the same list)
+        kth = scores[part].min()
+        ties = np.flatnonzero(scores == kth)
+        if len(ties) > 1:
+            above = part[scores[part] > kth]
+            part = np.concatenate([above, ties[: k - len(above)]])
     else:
         part = np.arange(n)
     order = np.lexsort((part, -scores[part]))
