@@ -30,6 +30,26 @@ def test_pairs_have_bm25_and_random_negatives_in_equal_numbers(col, pool):
         assert pairs[i + 1][1] in bm25_texts  # first negative comes from BM25's ranking
 
 
+def test_hard_negatives_can_come_from_a_dense_retriever(col, pool):
+    from hiera.retrieve import get_retriever
+
+    qs = tiny_questions()
+    pairs, labels = reranker_pairs(col, pool, qs, negatives_per_positive=2, seed=0, negatives_from="dense")
+    assert labels.count(1.0) == len(qs)
+    dense = get_retriever("dense", col)
+    for i in range(0, len(pairs), 3):
+        q = next(q for q in qs if q.text == pairs[i][0])
+        ranked = [h.passage_id for h in dense.search(q.text, k=100, level="passage").hits]
+        wrong = [pid for pid in ranked if not has_answer(q.answers, pool.passage_input[pool.passage_position[pid]])]
+        # the hard negative is dense's best-ranked passage without the answer
+        assert pairs[i + 1][1] == pool.passage_input[pool.passage_position[wrong[0]]]
+
+
+def test_unknown_negative_source_is_a_one_line_error():
+    with pytest.raises(HieraError, match="--negatives-from: unknown method 'nope'"):
+        RerankerArgs(negatives_from="nope").check()
+
+
 def test_calibration_finds_the_separating_threshold():
     probs = np.array([0.9, 0.8, 0.7, 0.4, 0.3, 0.2])
     labels = np.array([1, 1, 1, 0, 0, 0])

@@ -79,7 +79,8 @@ class RerankerArgs:
     """How ``hiera train-reranker`` trains a cross-encoder (QUEST's recipe)."""
 
     base_model: str = DEFAULT_MODEL
-    negatives_per_positive: int = 2  # half from BM25's top passages, half random
+    negatives_per_positive: int = 2  # half hard (the top passages of ``negatives_from``), half random
+    negatives_from: str = "bm25"  # a passage-level registry method: bm25, dense, hybrid, dhr
     batch_size: int = 32
     epochs: float = 1.0
     max_steps: int | None = None
@@ -97,6 +98,12 @@ class RerankerArgs:
     def check(self) -> RerankerArgs:
         if self.negatives_per_positive < 1:
             raise BadInputError("--negatives-per-positive must be at least 1")
+        from hiera.spec import method_names
+
+        if self.negatives_from not in method_names():
+            raise BadInputError(
+                f"--negatives-from: unknown method {self.negatives_from!r} (one of {', '.join(method_names())})"
+            )
         return self._check_fit()
 
     def _check_fit(self) -> RerankerArgs:

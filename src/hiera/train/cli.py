@@ -99,6 +99,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
 
     rargs = RerankerArgs(
         negatives_per_positive=args.negatives_per_positive,
+        negatives_from=args.negatives_from,
         **_cross_encoder_fields(args),
     )
     dev = _questions(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
@@ -228,7 +229,13 @@ def register(add: Any) -> None:
         "train-reranker", cmd_train_reranker, "train a cross-encoder reranker and calibrate its threshold"
     )
     _common(sp, fmts)
-    sp.add_argument("--negatives-per-positive", type=int, default=2, help="half BM25, half random")
+    sp.add_argument("--negatives-per-positive", type=int, default=2, help="half hard, half random")
+    sp.add_argument(
+        "--negatives-from",
+        default="bm25",
+        metavar="METHOD",
+        help="retriever whose top passages without the answer are the hard negatives (bm25, dense, hybrid, dhr)",
+    )
     sp.add_argument("--max-length", type=int, default=256)
     sp.add_argument("--save-steps", type=int, default=100)
     sp.add_argument(

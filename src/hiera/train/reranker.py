@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from hiera.collection import Collection
 from hiera.encode import resolve_model_path
-from hiera.errors import HieraError
+from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
 from hiera.models import check_weights, offline, quiet_transformers
@@ -48,6 +48,27 @@ from hiera.train.pool import PassagePool
 META_FILE = "hiera-reranker.json"
 
 
+def mined_rankings(
+    col: Collection, pool: PassagePool, questions: Sequence[Question], method: str, depth: int
+) -> list[np.ndarray]:
+    """Each question's top ``depth`` passage positions by a registry retriever (the negatives' source).
+
+    BM25 negatives are lexically close but often easy for a cross-encoder; the
+    passages a hybrid or DHR retriever ranks high without the answer are the
+    ones the reranker will actually have to push down at search time.
+    """
+    from hiera.retrieve import get_retriever
+
+    retriever = get_retriever(method, col)
+    if "passage" not in retriever.levels:
+        raise BadInputError(f"--negatives-from {method}: the method returns no passages")
+    where = pool.passage_position
+    out: list[np.ndarray] = []
+    for res in retriever.batch_search([q.text for q in questions], k=depth, level="passage"):
+        out.append(np.array([where[h.passage_id] for h in res.hits if h.passage_id in where], dtype=np.int64))
+    return out
+
+
 def reranker_pairs(
     col: Collection,
     pool: PassagePool,
@@ -56,20 +77,25 @@ def reranker_pairs(
     seed: int,
     depth: int = 100,
     progress: bool = False,
+    negatives_from: str = "bm25",
 ) -> tuple[list[tuple[str, str]], list[float]]:
-    """Labelled pairs: each question's positive, then BM25 and random negatives, half each."""
+    """Labelled pairs: each question's positive, then hard (``negatives_from``'s top) and random negatives, half each."""
     rng = random.Random(seed)
     bm25 = col.bm25_passages
-    n_bm25 = (negatives_per_positive + 1) // 2
+    n_hard = (negatives_per_positive + 1) // 2
+    rankings = None if negatives_from == "bm25" else mined_rankings(col, pool, questions, negatives_from, depth)
     pairs: list[tuple[str, str]] = []
     labels: list[float] = []
-    for q in tqdm(questions, desc="reranker pairs", unit="q", disable=not progress, leave=False):
+    for i, q in enumerate(tqdm(questions, desc="reranker pairs", unit="q", disable=not progress, leave=False)):
         found = find_positive(pool, bm25, q, depth)
         if found is None:
             continue
         pos = found[0]
         judge = judge_for(pool, q)
-        hard = neg.bm25_passages(bm25, q.text, judge, pos, n_bm25, depth)
+        if rankings is None:
+            hard = neg.bm25_passages(bm25, q.text, judge, pos, n_hard, depth)
+        else:
+            hard = neg.mined(rankings[i], judge.passage, pos, n_hard)
         seen = {pos, *hard}
         rand = neg.random_fill(
             len(pool.passage_ids), judge.passage, seen, negatives_per_positive - len(hard), rng
@@ -153,10 +179,11 @@ def train_reranker(
         dev_questions = [q for i, q in enumerate(qs) if i in dev_idx]
         qs = [q for i, q in enumerate(qs) if i not in dev_idx]
     train_pairs, train_labels = reranker_pairs(
-        col, pool, qs, args.negatives_per_positive, args.seed, args.depth, args.progress
+        col, pool, qs, args.negatives_per_positive, args.seed, args.depth, args.progress, args.negatives_from
     )
     dev_pairs, dev_labels = reranker_pairs(
-        col, pool, dev_questions, args.negatives_per_positive, args.seed + 1, args.depth, args.progress
+        col, pool, dev_questions, args.negatives_per_positive, args.seed + 1, args.depth, args.progress,
+        args.negatives_from,
     )
     if len(train_pairs) < 2:
         raise HieraError("fewer than 2 training pairs; give more questions")
