@@ -18,7 +18,7 @@ from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.build import live_build_dir
-from hiera.index.dense import load_faiss, load_matrix
+from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.spec import method
 
@@ -214,6 +214,24 @@ class Collection:
         ):
             return self.passage_encoder
         return self._encoder("doc")
+
+    # -- scoring primitives that several methods share ---------------------
+    def passage_lists(
+        self, query: str, qp: np.ndarray, depth: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """BM25's and the dense index's top ``depth`` passages, each as (positions, scores), best first.
+
+        The methods that fuse the two lists ask for both at once, so that a
+        sharded collection (:mod:`hiera.shard`) asks each shard once.
+        """
+        bm25 = self.bm25_passages.search(query, depth)
+        ids, sc = faiss_search(self.passage_faiss, qp, depth)
+        keep = ids[0] >= 0
+        return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
+
+    def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
+        """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
+        return self.passage_vectors[positions].astype(np.float32, copy=False) @ qp
 
     # -- provenance -----------------------------------------------------
     def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]:

@@ -104,3 +104,34 @@ def test_approximate_indexes_are_refused(unsharded: Path, tmp_path: Path, shard_
               log=lambda m: None)
     assert (col / "index").resolve() == live
     assert not list((col / "builds").glob("*.partial"))
+
+
+class CountingFanOut:
+    """Wraps a collection's fan-out and records which primitive each round trip called."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.n, self.calls = inner, inner.n, []
+
+    def call(self, method, args):
+        self.calls.append(method)
+        return self.inner.call(method, args)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("name,trips", [("hybrid", ["passage_lists"]), ("dhr", ["passage_lists"])])
+def test_fused_methods_ask_each_shard_once(sharded3: Path, cols: dict[str, Collection], name: str,
+                                           trips: list[str]) -> None:
+    """Every round trip costs milliseconds behind Ray Serve: hybrid and the default DHR (hybrid-max documents,
+    then their passages' dense scores, computed ahead by the shards) make one per query, and stay exact."""
+    col = ShardedCollection(sharded3)
+    counting = CountingFanOut(col.fanout)
+    col.fanout = counting  # before the index proxies exist: they keep the fan-out they were made with
+    col.warmup()
+    retriever = get_retriever(name, col)
+    for q in QUERIES:
+        counting.calls.clear()
+        res = retriever.search(q, k=10, level="passage")
+        assert counting.calls == trips, q
+        assert_same(get_retriever(name, cols["one"]).search(q, k=10, level="passage").hits, res.hits, q)

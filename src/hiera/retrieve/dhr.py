@@ -92,7 +92,7 @@ class DhrRetriever(_Hierarchical):
         dpos, dsc = stage(doc_stage).top(self.col, query, ctx, min(top_docs, self.col.n_docs))
         starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
         cand = concat_ranges(starts, ends)
-        pscore = self.col.passage_vectors[cand].astype(np.float32, copy=False) @ ctx["qp"]
+        pscore = self.col.passage_scores(cand, ctx["qp"])
         per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
         bm25 = self.col.bm25_passages.scores(query)[cand] if with_bm25 else None
         return Candidates(dpos, dsc, cand, pscore, per_doc, bm25)

@@ -165,9 +165,8 @@ class HybridMax(DocStage):
 
     def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
-        bpos, bsc = col.bm25_passages.search(query, depth)
+        (bpos, bsc), (pos, sc) = col.passage_lists(query, ctx["qp"], depth)
         bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
-        pos, sc = _faiss_top(col.passage_faiss, ctx["qp"], depth)
         ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
         a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
         return a.ids, a.scores[0], a.scores[1]

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from hiera.index.dense import faiss_search
 from hiera.index.select import topk
 from hiera.retrieve.base import BaseRetriever, docs_from_passages
 from hiera.retrieve.fusion import Ranked, interpolate, minmax, rrf
@@ -29,12 +28,8 @@ class HybridRetriever(BaseRetriever):
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         depth = max(k, params["doc_depth"] if level == "doc" else params["depth"])
-        with timed(trace, "bm25-passages", depth=depth):
-            bpos, bsc = self.col.bm25_passages.search(query, depth)
-        with timed(trace, "dense-passages", depth=depth):
-            ids, dsc = faiss_search(self.col.passage_faiss, ctx["qp"], depth)
-            keep = ids[0] >= 0
-            dpos, dsc = ids[0][keep], dsc[0][keep]
+        with timed(trace, "bm25+dense-passages", depth=depth):
+            (bpos, bsc), (dpos, dsc) = self.col.passage_lists(query, ctx["qp"], depth)
         with timed(trace, "fusion", method=params["fusion"]):
             if params["fusion"] == "rrf":
                 a, fused = rrf([Ranked(bpos, bsc), Ranked(dpos, dsc)])

@@ -23,7 +23,9 @@ Methods whose exactness on shards is proved by the tests are listed in
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -115,6 +117,40 @@ class ShardedMatrix:
         return out
 
 
+class ScoreCache:
+    """Dense passage scores the shards computed ahead, by query vector (a few recent queries, thread-safe)."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._items: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(qp: np.ndarray) -> bytes:
+        return np.ascontiguousarray(qp, dtype=np.float32).ravel().tobytes()
+
+    def put(self, qp: np.ndarray, positions: np.ndarray, scores: np.ndarray) -> None:
+        with self._lock:
+            self._items[self.key(qp)] = (positions, scores)
+            self._items.move_to_end(self.key(qp))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def get(self, qp: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
+        """The scores of ``positions`` when every one was computed ahead for this query, else ``None``."""
+        with self._lock:
+            hit = self._items.get(self.key(qp))
+        if hit is None or len(positions) == 0:
+            return None
+        known, scores = hit
+        if len(known) == 0:
+            return None
+        i = np.minimum(np.searchsorted(known, positions), len(known) - 1)
+        if not np.array_equal(known[i], positions):
+            return None
+        return scores[i]
+
+
 class ShardedCollection(Collection):
     """:class:`Collection` over a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve)."""
 
@@ -131,6 +167,7 @@ class ShardedCollection(Collection):
             # a server reopens the collection after every rebuild: the old one's threads go with it
             weakref.finalize(self, fanout.close)
         self.fanout = fanout
+        self._scores_ahead = ScoreCache()
 
     def _check_ranges(self) -> None:
         """The shards tile the documents and passages, in order (else the manifest is damaged)."""
@@ -199,6 +236,24 @@ class ShardedCollection(Collection):
         self._need("dense", self.has_dense)
         return ShardedMatrix(self.fanout, "docs-mean", self.doc_starts, self.n_docs, self._dim("passage"),
                              self._vector_dtype)
+
+    def passage_lists(
+        self, query: str, qp: np.ndarray, depth: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """Both lists in one call per shard; the shards also score their candidates' passages ahead (for DHR)."""
+        self._need("dense", self.has_dense)
+        q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
+        parts = self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n)
+        bm25 = merge_topk([p[0] for p in parts], self.passage_starts, depth)
+        dense = merge_topk([p[1] for p in parts], self.passage_starts, depth)
+        ahead = np.concatenate([p[2][0] + s for p, s in zip(parts, self.passage_starts, strict=True)])
+        self._scores_ahead.put(q, ahead, np.concatenate([p[2][1] for p in parts]))
+        return bm25, dense
+
+    def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
+        positions = np.asarray(positions, dtype=np.int64)
+        ahead = self._scores_ahead.get(qp, positions)
+        return ahead if ahead is not None else super().passage_scores(positions, qp)
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)

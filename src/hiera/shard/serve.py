@@ -25,6 +25,7 @@ from typing import Any
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.build import live_build_dir
 from hiera.index.manifest import Manifest
+from hiera.models import passive_threads
 from hiera.shard.shard import Shard
 
 APP_NAME = "hiera"
@@ -48,6 +49,9 @@ class ShardServer:
 
     def rows(self, *a: Any) -> Any:
         return self.shard.rows(*a)
+
+    def passage_lists(self, *a: Any) -> Any:
+        return self.shard.passage_lists(*a)
 
     def row_range(self, *a: Any) -> Any:
         return self.shard.row_range(*a)
@@ -122,12 +126,15 @@ def deploy(
     if replicas < 1:
         raise HieraError(f"--replicas must be at least 1, got {replicas}")
     serve.start(http_options={"host": host, "port": port})
+    env = {"env_vars": passive_threads()}  # replicas are new processes: their OpenMP runtimes read it at load
     shard_apps = [
         serve.deployment(ShardServer, name=f"shard-{e['name']}", num_replicas=replicas,
-                         ray_actor_options={"num_cpus": shard_cpus}).bind(str(build_dir), e, m.corpus_version, vectors)
+                         ray_actor_options={"num_cpus": shard_cpus, "runtime_env": env}
+                         ).bind(str(build_dir), e, m.corpus_version, vectors)
         for e in m.shards
     ]
-    router = serve.deployment(serve.ingress()(Router), name="router", ray_actor_options={"num_cpus": router_cpus})
+    router = serve.deployment(serve.ingress()(Router), name="router",
+                              ray_actor_options={"num_cpus": router_cpus, "runtime_env": env})
     options = {"vectors": vectors, "warmup": warmup, **(app_options or {})}
     serve.run(router.bind(str(root), str(build_dir), shard_apps, options), name=name, route_prefix="/",
               blocking=False)

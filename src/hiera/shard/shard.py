@@ -25,6 +25,7 @@ from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.manifest import MANIFEST, Manifest, file_sha256
+from hiera.index.select import concat_ranges
 from hiera.shard.layout import SHARDS_DIR
 
 BM25_KINDS = {"passages": "bm25-passages", "docs": "bm25-docs"}
@@ -115,6 +116,35 @@ class Shard:
 
     def row_range(self, kind: str, start: int, stop: int) -> np.ndarray:
         return np.asarray(self._matrices[kind][start:stop])
+
+    @cached_property
+    def doc_offsets(self) -> np.ndarray:
+        """This shard's document → passage offsets, local (from the build's layout, which the shards tile)."""
+        da, db = (int(x) for x in self.entry["docs"])
+        glob = np.load(self.build_dir / "layout" / "doc_offsets.npy")
+        return (glob[da : db + 1] - glob[da]).astype(np.int64)
+
+    def passage_lists(
+        self, query: str, queries: np.ndarray, depth: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """BM25's and FAISS's top ``depth`` passages of this shard, plus the dense scores of their documents' passages.
+
+        The third part is speculative: DHR's next step scores every passage of
+        the documents it keeps, and those documents can only come from the
+        passages of these two lists (a document in the global top has its
+        passage in its own shard's top ``depth``). Scoring them here, in the
+        same call, saves the router a second round trip to the shard.
+        """
+        bpos, bsc = self.bm25_search("passages", query, depth) if self.manifest.bm25 is not None else (
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        ids, sc = self.faiss_search("passages", queries, depth)
+        keep = ids[0] >= 0
+        dpos, dsc = ids[0][keep].astype(np.int64), sc[0][keep]
+        off = self.doc_offsets
+        docs = np.unique(np.searchsorted(off, np.concatenate([bpos, dpos]), side="right") - 1)
+        cand = concat_ranges(off[docs], off[docs + 1])
+        scores = self._matrices["passages"][cand].astype(np.float32, copy=False) @ queries[0]
+        return (bpos, bsc), (dpos, dsc), (cand, scores)
 
     def warmup(self) -> bool:
         """Load every index this shard has (a first query then costs what the hundredth does)."""
