@@ -327,6 +327,9 @@ def _extra_commands() -> list[Callable]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from hiera.models import passive_threads
+
+    passive_threads()  # before torch or FAISS loads (lazily, in the handlers)
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("HIERA_DEBUG") == "1"

@@ -23,6 +23,25 @@ def offline() -> None:
     os.environ.setdefault("WANDB_DISABLED", "true")
 
 
+def passive_threads() -> dict[str, str]:
+    """Let idle OpenMP threads sleep instead of spinning; an explicit setting in the environment wins.
+
+    torch (encoding) and FAISS (search) each bring their own OpenMP runtime
+    with a thread per core, and an idle OpenMP thread spins for a while after
+    each parallel region by default. On a small machine the spinning threads
+    of one library then steal the cores the next one needs: on 2 cores,
+    ``dhr``'s query encoding took 28 ms at p50 and 110 ms at p95 after its
+    document stage, against 14 / 18 ms in ``dense``; with sleeping threads 21 /
+    28 ms, and DHR's p95 fell from 123 to 43 ms, with no loss of encoding
+    throughput (bench/README.md, "Threads"). The runtimes read the setting
+    once, when they load, so this runs before the first model or index is
+    opened (the CLI's entry point; Ray replicas get it in their environment).
+    Returns the variables, for processes started elsewhere.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return {"OMP_WAIT_POLICY": os.environ["OMP_WAIT_POLICY"]}
+
+
 @contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Silence ``transformers`` warnings and progress bars inside the block, then restore both.
