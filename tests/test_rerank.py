@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from helpers import tiny_questions
@@ -31,7 +33,9 @@ def reranker(shared_root, tmp_path_factory) -> Reranker:
 def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(shared_root, reranker, name):
     col = Collection(shared_root)
     base = get_retriever(name, col)
-    rr = RerankRetriever(base, reranker, depth=5)
+    alone = copy.copy(reranker)
+    alone.weight = 1.0  # the cross-encoder alone
+    rr = RerankRetriever(base, alone, depth=5)
     q = "Which piece moves in an L shape?"
     before = base.search(q, k=8)
     res = rr.search(q, k=8)
@@ -50,6 +54,28 @@ def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(shared_root, re
     assert [h.passage_id for h in res.hits[5:]] == [h.passage_id for h in before.hits[5:n]]
     assert res.trace[-1].name == "rerank" and res.trace[-1].detail["depth"] == 5
     assert res.params["rerank_threshold"] == reranker.threshold
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.4])
+def test_the_weight_mixes_the_cross_encoder_with_the_base_score(shared_root, reranker, weight):
+    col = Collection(shared_root)
+    base = get_retriever("hybrid", col)
+    mixed = copy.copy(reranker)
+    mixed.weight = weight
+    q = "Which piece moves in an L shape?"
+    before = base.search(q, k=6).hits
+    res = RerankRetriever(base, mixed, depth=6).search(q, k=6)
+    probs = reranker.score(q, [hit_input(h) for h in before])
+    b = np.array([h.score for h in before])
+    want = weight * probs + (1 - weight) * (b - b.min()) / (b.max() - b.min())
+    by_id = {h.passage_id: w for h, w in zip(before, want, strict=True)}
+    assert [h.score for h in res.hits] == pytest.approx(sorted(want.tolist(), reverse=True), abs=1e-5)
+    assert all(h.score == pytest.approx(by_id[h.passage_id], abs=1e-5) for h in res.hits)
+    if weight == 0.0:  # the base order stands (the base scores are distinct here)
+        assert [h.passage_id for h in res.hits] == [h.passage_id for h in before]
+    for h in res.hits:  # the explanation keeps the cross-encoder's own probability and rank
+        assert h.stages["rerank"].score == pytest.approx(float(probs[[x.passage_id for x in before].index(h.passage_id)]), abs=1e-6)
+    assert res.trace[-1].detail["weight"] == weight
 
 
 def test_rerank_k_smaller_than_depth_and_doc_level(shared_root, reranker):

@@ -167,4 +167,5 @@ MANIFEST = Obj(
 
 TUNED = Obj({"build": STR, "params": Map(Map()), "meta": Map()}, required=frozenset({"params"}))
 
-RERANKER_META = Obj({"threshold": Num(min=0, max=1), "dev": Map(), "train": Map(), "args": Map()})
+RERANKER_META = Obj({"threshold": Num(min=0, max=1), "weight": Num(min=0, max=1), "dev": Map(), "train": Map(),
+                     "args": Map()})

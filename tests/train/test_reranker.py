@@ -71,3 +71,27 @@ def test_train_reranker_smoke(shared_root, tmp_path):
     assert meta["train"]["steps"] == 2 and meta["dev_questions"] == 2
     assert meta["train"]["questions"] == len(tiny_questions()) - 2
     assert meta["dev"]["pairs"] == 6
+    # the cross-encoder's weight, fitted on the same held-out questions against the negatives' retriever
+    fit = meta["weight_fit"]
+    assert meta["weight"] in [float(w) for w in fit["top1"]] and fit["method"] == "bm25" and fit["questions"] == 2
+    assert fit["top1"][f"{meta['weight']:.1f}"] == max(fit["top1"].values())
+    # --calibrate-only refits it on the same split, without training: the same weight, the model untouched
+    weights = (out / "model.safetensors").read_bytes()
+    from hiera.train.reranker import recalibrate_reranker
+
+    again = recalibrate_reranker(shared_root, tiny_questions(), out, args, log=lambda m: None)
+    assert again["weight"] == meta["weight"] and again["weight_fit"] == fit
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert json.loads((out / "hiera-reranker.json").read_text())["train"] == meta["train"]
+
+
+def test_calibrate_only_needs_a_trained_reranker(shared_root, tmp_path, capsys):
+    from hiera.cli import main
+
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text('{"question": "Which piece moves in an L shape?", "answers": ["knight"]}\n')
+    rc = main(["train-reranker", str(shared_root), "--questions", str(qfile), "--format", "dpr-jsonl",
+               "--out", str(tmp_path / "none"), "--calibrate-only"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hiera: error: --calibrate-only:") and "has no hiera-reranker.json" in err and "\n" not in err

@@ -108,10 +108,12 @@ class LinkingRetriever(BaseRetriever):
                 base = self.passage_hits(pos, bsc)
                 sep = col.store.rules.title_sep if col.store.rules else ", "
                 probs = reranker.score(query, [hit_input(h, sep) for h in base])
-                order = np.argsort(-probs, kind="stable")
-                final = probs[order]
-                step.detail.update(scored=len(base), relevant=int((probs >= reranker.threshold).sum()))
-            stages_extra = {"rerank": (final, np.arange(1, len(final) + 1))}
+                mixed = reranker.combine(probs, bsc)
+                order = np.argsort(-mixed, kind="stable")
+                final = mixed[order]
+                step.detail.update(scored=len(base), relevant=int((probs >= reranker.threshold).sum()),
+                                   weight=reranker.weight)
+            stages_extra = {"rerank": (probs[order], ranks_of(probs)[order])}
         pos, bsc, bm25_rank = pos[order], bsc[order], bm25_rank[order]
         docs = col.passage_doc[pos]
         stages = {

@@ -103,6 +103,13 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         **_cross_encoder_fields(args),
     )
     dev = _questions(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
+    if args.calibrate_only:
+        from hiera.train.reranker import recalibrate_reranker
+
+        meta = recalibrate_reranker(args.index, _questions(args), args.out, rargs, dev_questions=dev,
+                                    log=_log if not args.quiet else (lambda m: None))
+        print(json.dumps({"model": args.out, "weight": meta["weight"], "weight_fit": meta["weight_fit"]}, indent=2))
+        return 0
     report = train_reranker(
         args.index,
         _questions(args),
@@ -116,6 +123,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
             {
                 "model": args.out,
                 "threshold": report["threshold"],
+                "weight": report.get("weight", 1.0),
                 "dev": report["dev"],
                 "train": report["train"],
                 "peak_rss_mb": report["peak_rss_mb"],
@@ -230,6 +238,12 @@ def register(add: Any) -> None:
     )
     _common(sp, fmts)
     sp.add_argument("--negatives-per-positive", type=int, default=2, help="half hard, half random")
+    sp.add_argument(
+        "--calibrate-only",
+        action="store_true",
+        help="do not train: fit the weight of the existing model at --out on the held-out questions (the same "
+        "split a training run with these arguments makes) and rewrite its metadata",
+    )
     sp.add_argument(
         "--negatives-from",
         default="bm25",

@@ -154,6 +154,85 @@ def training_arguments(args: RerankerArgs, output_dir: Path) -> Any:
     return CrossEncoderTrainingArguments(**training_kwargs(args, output_dir))
 
 
+def split_questions(
+    questions: Sequence[Question], args: RerankerArgs, dev_questions: Sequence[Question] | None = None
+) -> tuple[list[Question], list[Question]]:
+    """(training, calibration) questions: the seeded sample, then a seeded ``dev_fraction`` hold-out (same every run)."""
+    qs = sample_questions(questions, args.max_examples, args.seed)
+    if dev_questions is not None:
+        return qs, list(dev_questions)
+    rng = random.Random(args.seed)
+    order = list(range(len(qs)))
+    rng.shuffle(order)
+    n_dev = max(1, int(round(len(qs) * args.dev_fraction))) if args.dev_fraction > 0 else 0
+    dev_idx = set(order[:n_dev])
+    return [q for i, q in enumerate(qs) if i not in dev_idx], [q for i, q in enumerate(qs) if i in dev_idx]
+
+
+WEIGHT_GRID = tuple(i / 10 for i in range(11))
+
+
+def calibrate_weight(
+    col: Collection, model_dir: str | Path, questions: Sequence[Question], method: str, depth: int = 20,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The cross-encoder's weight in the reranked score that maximizes top-1 on held-out questions.
+
+    Each question's top ``depth`` passages by ``method`` (the retriever the
+    negatives came from) are scored once; every weight of :data:`WEIGHT_GRID`
+    then reorders them with :meth:`hiera.rerank.Reranker.combine`. Ties go to
+    the larger weight (more of the cross-encoder).
+    """
+    from hiera.eval.match import has_answer
+    from hiera.rerank import Reranker, hit_input
+    from hiera.retrieve import get_retriever
+
+    reranker = Reranker(model_dir)
+    sep = col.store.rules.title_sep if col.store.rules else ", "
+    results = get_retriever(method, col).batch_search([q.text for q in questions], k=depth, level="passage")
+    lists = []
+    for q, r in zip(questions, results, strict=True):
+        if not r.hits:
+            continue
+        if q.answers:
+            rel = np.array([has_answer(q.answers, h.text, q.answer_mode) for h in r.hits])
+        else:
+            rel = np.array([h.doc_id in q.gold_docs for h in r.hits])
+        probs = reranker.score(q.text, [hit_input(h, sep) for h in r.hits])
+        lists.append((rel, probs, np.array([h.score for h in r.hits])))
+    if not lists:
+        raise HieraError("weight calibration: the retriever found nothing for the calibration questions")
+    top1 = {}
+    for w in WEIGHT_GRID:
+        reranker.weight = w
+        top1[w] = float(np.mean([rel[int(np.argmax(reranker.combine(p, b)))] for rel, p, b in lists]))
+    best = max(WEIGHT_GRID, key=lambda w: (top1[w], w))
+    log(f"reranker weight {best:.1f}: top-1 {100 * top1[best]:.1f} on {len(lists)} held-out questions "
+        f"({method} top {depth}; cross-encoder alone {100 * top1[1.0]:.1f}, {method} alone {100 * top1[0.0]:.1f})")
+    return {"weight": best, "weight_fit": {"method": method, "depth": depth, "questions": len(lists),
+                                           "top1": {f"{w:.1f}": round(v, 4) for w, v in top1.items()}}}
+
+
+def recalibrate_reranker(
+    index: str | Path, questions: Sequence[Question], out: str | Path, args: RerankerArgs,
+    dev_questions: Sequence[Question] | None = None, log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """``hiera train-reranker --calibrate-only``: fit the weight of an existing model directory, rewrite its metadata."""
+    from hiera.io import loads_json
+
+    args.check()
+    offline()
+    out = Path(out)
+    meta_path = out / META_FILE
+    if not meta_path.is_file():
+        raise BadInputError(f"--calibrate-only: {out} has no {META_FILE} (train it with hiera train-reranker first)")
+    _, dev = split_questions(questions, args, dev_questions)
+    fit = calibrate_weight(Collection(index), out, dev, args.negatives_from, log=log)
+    meta = {**loads_json(meta_path.read_text(encoding="utf-8")), **fit}
+    write_json_atomic(meta_path, meta)
+    return meta
+
+
 def train_reranker(
     index: str | Path,
     questions: Sequence[Question],
@@ -169,15 +248,7 @@ def train_reranker(
     t0 = time.perf_counter()
     col = Collection(index)
     pool = PassagePool.from_collection(col)
-    qs = sample_questions(questions, args.max_examples, args.seed)
-    if dev_questions is None:
-        rng = random.Random(args.seed)
-        order = list(range(len(qs)))
-        rng.shuffle(order)
-        n_dev = max(1, int(round(len(qs) * args.dev_fraction))) if args.dev_fraction > 0 else 0
-        dev_idx = set(order[:n_dev])
-        dev_questions = [q for i, q in enumerate(qs) if i in dev_idx]
-        qs = [q for i, q in enumerate(qs) if i not in dev_idx]
+    qs, dev_questions = split_questions(questions, args, dev_questions)
     train_pairs, train_labels = reranker_pairs(
         col, pool, qs, args.negatives_per_positive, args.seed, args.depth, args.progress, args.negatives_from
     )
@@ -198,6 +269,7 @@ def train_reranker(
         report={"collection": str(col.root), "train": {"questions": len(qs)}, "dev_questions": len(dev_questions)},
         t0=t0,
         log=log,
+        before_publish=lambda tmp: calibrate_weight(col, tmp, dev_questions, args.negatives_from, log=log),
     )
 
 
@@ -212,6 +284,7 @@ def fit_cross_encoder(
     t0: float | None = None,
     log: Callable[[str], None] = print,
     name: str = "reranker",
+    before_publish: Callable[[Path], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Train a one-logit cross-encoder with BCE on labelled pairs, calibrate its threshold, publish ``out``.
 
@@ -276,6 +349,9 @@ def fit_cross_encoder(
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     write_json_atomic(tmp / META_FILE, full)
+    if before_publish is not None:  # calibrations that need the saved model (the reranker's weight)
+        full.update(before_publish(tmp))
+        write_json_atomic(tmp / META_FILE, full)
     publish(tmp, out)
     log(
         f"{name}: {full['train']['steps']} steps in {train_seconds:.0f}s; threshold {calib['threshold']:.3f} "
