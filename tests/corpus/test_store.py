@@ -39,6 +39,19 @@ def test_stats_count_what_was_ingested(store: CorpusStore) -> None:
     assert store.rules == PassageRules()
 
 
+def test_stats_follow_every_write_even_from_another_handle(store: CorpusStore) -> None:
+    """Statistics are computed once per corpus version; a write by anyone is seen on the next call."""
+    first = store.stats()
+    assert store.stats() == first  # the cached answer
+    other = CorpusStore(store.root)  # e.g. `hiera ingest` while a server holds its own handle
+    extra = Document(id="zz", title="Zebra", lead=["Zebras are striped horses of Africa. " * 3])
+    other.ingest([extra])
+    other.close()
+    now = store.stats()
+    assert now["documents"] == first["documents"] + 1 and now["version"] == first["version"] + 1
+    assert now["passages"] > first["passages"]
+
+
 def test_empty_store_stats(tmp_path: Path) -> None:
     s = CorpusStore(tmp_path / "new", create=True)
     assert s.stats() == {k: 0 for k in STATS_KEYS}

@@ -88,6 +88,7 @@ class CorpusStore:
                 f"{self.root} is not a hiera collection (no {STORE_FILE}); create it with `hiera ingest`"
             )
         self._local = threading.local()
+        self._stats: dict[str, int] | None = None
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
             conn = self._conn()
@@ -215,18 +216,31 @@ class CorpusStore:
 
     # -- reading -------------------------------------------------------
     def stats(self) -> dict[str, int]:
+        """Counts of the corpus, computed once per corpus version.
+
+        The sums and maxima scan every row (a quarter of a second at a
+        million passages, on every ``/health``); every write bumps the
+        version in its own transaction, so a cached answer for the current
+        version is the current answer.
+        """
+        version = self.version
+        cached = self._stats
+        if cached is not None and cached["version"] == version:
+            return dict(cached)
         conn = self._conn()
         docs, sections = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_sections), 0) FROM documents").fetchone()
         passages, max_words = conn.execute("SELECT COUNT(*), COALESCE(MAX(words), 0) FROM passages").fetchone()
         aliases = conn.execute("SELECT COUNT(*) FROM aliases").fetchone()[0]
-        return {
+        out = {
             "documents": int(docs),
             "sections": int(sections),
             "passages": int(passages),
             "max_passage_words": int(max_words),
             "aliases": int(aliases),
-            "version": self.version,
+            "version": version,
         }
+        self._stats = out
+        return dict(out)
 
     def get_document(self, doc_id: str) -> Document | None:
         row = self._conn().execute("SELECT tree FROM documents WHERE id=?", (doc_id,)).fetchone()
