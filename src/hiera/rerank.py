@@ -78,7 +78,6 @@ class Reranker:
             )
         return np.asarray(probs, dtype=np.float32).reshape(-1)
 
-
     def combine(self, probs: np.ndarray, base: np.ndarray) -> np.ndarray:
         """The reranked score: ``weight · probability + (1 − weight) · base score`` (base min-max over the list).
 

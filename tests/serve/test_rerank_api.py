@@ -34,10 +34,16 @@ def test_rerank_through_the_api(shared_root, reranker_dir):
     assert body["trace"][-1]["name"] == "rerank"
     hits = body["hits"]
     assert [h["rank"] for h in hits] == [1, 2, 3]
-    # ordered by the cross-encoder, whose probability and rank are the hit's own
-    probs = [h["stages"]["rerank"]["score"] for h in hits]
-    assert probs == sorted(probs, reverse=True)
-    assert all(h["score"] == h["stages"]["rerank"]["score"] and h["stages"]["rerank"]["rank"] == h["rank"] for h in hits)
+    # ordered by the reranked score: the cross-encoder's probability mixed with bm25's score at the fitted weight
+    w = health["reranker"]["weight"]
+    assert 0.0 <= w <= 1.0 and body["trace"][-1]["detail"]["weight"] == w
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    base = [h["score"] for h in plain["hits"]]
+    lo, span = min(base), max(base) - min(base)
+    for h in hits:
+        want = w * h["stages"]["rerank"]["score"] + (1 - w) * (h["stages"]["retrieve"]["score"] - lo) / span
+        assert h["score"] == pytest.approx(want, abs=1e-5)
     # the retrieve stage keeps each hit's score and rank in bm25's own top 5 (the rerank depth)
     before = {h["passage_id"]: (h["score"], h["rank"]) for h in plain["hits"]}
     for h in hits:
@@ -47,7 +53,7 @@ def test_rerank_through_the_api(shared_root, reranker_dir):
     col = Collection(shared_root)
     ours = RerankRetriever(get_retriever("bm25", col), Reranker(reranker_dir), depth=5).search(QUERY, k=3)
     assert [h["passage_id"] for h in hits] == [h.passage_id for h in ours.hits]
-    assert probs == pytest.approx([h.score for h in ours.hits], abs=1e-6)
+    assert scores == pytest.approx([h.score for h in ours.hits], abs=1e-6)
 
 
 def test_rerank_without_a_reranker_is_a_clear_400(shared_root):

@@ -324,7 +324,8 @@ class Service:
             "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},
             "reranker": None
             if self.reranker is None
-            else {"name": self.reranker.name, "threshold": self.reranker.threshold, "depth": self.rerank_depth},
+            else {"name": self.reranker.name, "threshold": self.reranker.threshold, "weight": self.reranker.weight,
+                  "depth": self.rerank_depth},
             "reader": None if self.reader is None else {"name": self.reader.name, "params": _jsonable(self.reader.defaults)},
             "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS, **self.limits},
         }
