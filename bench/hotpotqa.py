@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.common import WORK, Report, data_dir, ensure_collection
+from bench.common import PINNED, WORK, Report, data_dir, ensure_collection
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "dhr", "bm25-dhr")
 ROOT = WORK / "hotpot-pool"
@@ -35,13 +35,15 @@ def main() -> None:
     from hiera.collection import Collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever
+    from hiera.retrieve import get_retriever
 
     col = Collection(ROOT)
     col.warmup()
     questions = load_questions(data_dir() / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
     report = Report("hotpotqa")
     for name in RETRIEVERS:
-        m = evaluate_retriever(col, name, questions, (5, 10, 20), latency_sample=100, progress=False).metrics
+        r = get_retriever(name, col, **PINNED.get(name, {}))
+        m = evaluate_retriever(col, name, questions, (5, 10, 20), retriever=r, latency_sample=100, progress=False).metrics
         report.add({
             "retriever": name,
             "Hotpot@5": round(100 * m["top5"], 1),

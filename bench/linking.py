@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import WORK, Report, data_dir
+from bench.common import PINNED, WORK, Report, data_dir
 from bench.hotpotqa import ROOT, ensure_pool
 
 PAPER = [  # Yu, Zhou & Roth, HotpotQA Hotpot@5 / Hotpot@20 (no in-domain supervision)
@@ -76,7 +76,7 @@ def evaluate(col: Any, name: str, params: dict[str, Any], questions: list[Any], 
     from hiera.eval.match import has_answer
     from hiera.retrieve import get_retriever
 
-    r = get_retriever(name, col, **params)
+    r = get_retriever(name, col, **{**PINNED.get(name, {}), **params})
     at5 = at20 = both = linked_both = 0
     linked_sizes: list[int] = []
     steps: dict[str, list[float]] = defaultdict(list)

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import WORK, Report, data_dir
+from bench.common import PINNED, WORK, Report, data_dir
 from bench.pooled import ensure_pooled
 
 READER = WORK / "reader" / "minilm"
@@ -168,7 +168,7 @@ def main() -> None:
     # 1. retrieve: each method's top passages (and its own top-k accuracy, latency)
     methods: dict[str, Any] = {}
     for name in [n.strip() for n in args.retrievers.split(",") if n.strip()]:
-        methods[name] = get_retriever(name, col)
+        methods[name] = get_retriever(name, col, **PINNED.get(name, {}))
     methods["dhr-tuned"] = get_retriever("dhr", col, **DHR_TUNED)
     runs: dict[str, Any] = {}
     for label, r in methods.items():

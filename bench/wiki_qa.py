@@ -24,7 +24,7 @@ import json
 import time
 from pathlib import Path
 
-from bench.common import DOC_TOPK, TOPK, Report, data_dir, label_params, percent, tune
+from bench.common import DOC_TOPK, PINNED, TOPK, Report, data_dir, label_params, percent, tune
 from bench.pooled import POOLED, ensure_pooled
 
 RETRIEVERS = ["bm25", "bm25-doc", "dense", "dhr", "dhr-parallel", "hybrid", "bm25-dhr"]
@@ -81,7 +81,7 @@ def main() -> None:
                         f"doc_top100 {row['doc_top100']} ({time.perf_counter() - t:.0f}s)")
 
     for name in [r for r in args.retrievers.split(",") if r]:
-        record(name, get_retriever(name, col))
+        record(name, get_retriever(name, col, **PINNED.get(name, {})))
 
     from hiera.spec import PASSAGE_ALPHA
 
@@ -100,7 +100,7 @@ def main() -> None:
             tuned[key] = {**best, f"train_top{args.target_k}": res.target, "train_top1": res.top1,
                           "seconds": time.perf_counter() - t}
         label = f"dhr[{key}]" + ("" if args.no_tune else " " + label_params(params))
-        record(label, get_retriever("dhr", col, **params), {"doc_stage": stage}, params)
+        record(label, get_retriever("dhr", col, **{**PINNED["dhr"], **params}), {"doc_stage": stage}, params)
 
     report.print(f"Pooled corpus: {stats['documents']} documents, {stats['passages']} passages; "
                  f"{len(dev)} SQuAD dev questions (first 24 articles). Accuracy in %.")

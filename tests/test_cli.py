@@ -37,8 +37,8 @@ def test_search_json(root: Path, capsys) -> None:
     assert hit["doc_id"] == "chess" and hit["rank"] == 1
     assert hit["passage_id"].startswith("chess#")
     assert hit["breadcrumb"].startswith("Chess")
-    assert set(hit["stages"]) == {"doc", "passage"}
-    assert data["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.0}
+    assert set(hit["stages"]) == {"doc", "passage", "dense", "bm25"}  # the hybrid passage stage and its parts
+    assert data["params"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
     assert [s["name"] for s in data["trace"]][0] == "encode-query"
 
 

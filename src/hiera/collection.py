@@ -233,6 +233,10 @@ class Collection:
         """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
         return self.passage_vectors[positions].astype(np.float32, copy=False) @ qp
 
+    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
+        """BM25 scores of the passages at ``positions`` (DHR's hybrid passage stage)."""
+        return self.bm25_passages.scores(query)[positions]
+
     # -- provenance -----------------------------------------------------
     def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]:
         rows = [int(self.passage_rows[int(i)]) for i in positions]

@@ -398,8 +398,9 @@ def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
             assert [h.passage_id or h.doc_id for h in a] == [h.passage_id or h.doc_id for h in b]
             np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=1e-3)  # float16 reuse
             for h in a:
-                for stage in h.stages.values():
-                    assert -1.0 - 1e-5 <= stage.score <= 1.0 + 1e-5
+                for name_, stage in h.stages.items():
+                    if name_ != "bm25":  # the hybrid passage stage shows the raw BM25 score, unbounded
+                        assert -1.0 - 1e-5 <= stage.score <= 1.0 + 1e-5
                 if name == "dense":
                     assert -1.0 - 1e-5 <= h.score <= 1.0 + 1e-5
 
@@ -420,7 +421,13 @@ def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
     assert Collection(col_copy).build_dir == before  # nothing was swapped in
     build(col_copy, BuildOptions(progress=False, bm25=False), log=helpers.QUIET)
     # the default ("auto") adapts to what is built
-    assert get_retriever("dhr", Collection(col_copy)).defaults["doc_stage"] == "passage-max"
+    dense_only = get_retriever("dhr", Collection(col_copy))
+    assert dense_only.defaults["doc_stage"] == "passage-max"
+    # so does the hybrid passage stage: without BM25, the paper's dense-only one, and searches work
+    assert dense_only.defaults["passage_alpha"] == 0.0
+    assert dense_only.search(helpers.TOPIC_QUERIES["chess"], k=3).hits[0].doc_id == "chess"
+    with pytest.raises(IndexMissingError):  # asked for explicitly, the BM25 stage is refused, not dropped
+        dense_only.search(helpers.TOPIC_QUERIES["chess"], k=3, passage_alpha=0.5)
     m = build(col_copy, BuildOptions(progress=False, defaults=_stage("summary")), log=helpers.QUIET)
     assert m.defaults == {"dhr": {"doc_stage": "summary"}}
     assert get_retriever("dhr", Collection(col_copy)).defaults["doc_stage"] == "summary"

@@ -94,7 +94,9 @@ def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection
 def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, lam: float, k1: int) -> None:
     dhr = get_retriever("dhr", col)
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[:4]] + ["lava and jazz saxophone"]
-    for q, res in zip(queries, dhr.batch_search(queries, k=8, lam=lam, top_docs=k1, doc_stage="summary"), strict=True):
+    # the paper's method: the dense passage stage (passage_alpha 0)
+    batch = dhr.batch_search(queries, k=8, lam=lam, top_docs=k1, doc_stage="summary", passage_alpha=0.0)
+    for q, res in zip(queries, batch, strict=True):
         chosen, scores = ref.dhr(ref.query(q), k1, lam)
         assert {h.doc_id for h in res} <= set(chosen)
         if k1 == 1:
@@ -106,7 +108,7 @@ def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, l
 
 def test_dhr_with_lambda_zero_over_all_documents_is_flat_dense(col: Collection) -> None:
     q = helpers.TOPIC_QUERIES["roman-empire"]
-    a = get_retriever("dhr", col).search(q, k=10, lam=0.0, top_docs=col.n_docs)
+    a = get_retriever("dhr", col).search(q, k=10, lam=0.0, top_docs=col.n_docs, passage_alpha=0.0)
     b = get_retriever("dense", col).search(q, k=10)
     assert [h.passage_id for h in a] == [h.passage_id for h in b]
     np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=2e-3)
@@ -252,8 +254,8 @@ def test_unknown_vector_dtype_is_refused(shared_root) -> None:
 def test_hybrid_passage_stage_mixes_bm25_within_the_chosen_documents(col: Collection) -> None:
     q = helpers.TOPIC_QUERIES["volcanoes"]
     dhr = get_retriever("dhr", col, doc_stage="bm25", top_docs=2)
-    dense = dhr.search(q, k=50, lam=0.0)
-    assert dense.params["passage_alpha"] == 0.0 and all("bm25" not in h.stages for h in dense)
+    dense = dhr.search(q, k=50, lam=0.0, passage_alpha=0.0)
+    assert dense.params["passage_alpha"] == 0.0 and all(set(h.stages) == {"doc", "passage"} for h in dense)
     only_bm25 = dhr.search(q, k=50, lam=0.0, passage_alpha=1.0)
     # the same candidates (passages of the two chosen documents), ordered by BM25 alone
     assert {h.passage_id for h in only_bm25} == {h.passage_id for h in dense}
@@ -267,5 +269,6 @@ def test_hybrid_passage_stage_mixes_bm25_within_the_chosen_documents(col: Collec
         assert h.score == pytest.approx(h.stages["bm25"].score / top, rel=1e-5)
     half = dhr.search(q, k=50, lam=0.5, passage_alpha=0.3)
     for h in half:
-        mixed = 0.3 * h.stages["bm25"].score / top + 0.7 * h.stages["passage"].score
+        mixed = 0.3 * h.stages["bm25"].score / top + 0.7 * h.stages["dense"].score
+        assert h.stages["passage"].score == pytest.approx(mixed, abs=1e-5)  # the stage is the mix, its parts beside it
         assert h.score == pytest.approx(mixed + 0.5 * h.stages["doc"].score, abs=1e-5)

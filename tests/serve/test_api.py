@@ -43,18 +43,20 @@ class TestSearch:
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.0}
+        assert body["params"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
         assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
         for h in hits:
             assert set(h) == HIT_FIELDS
-            assert set(h["stages"]) == {"doc", "passage"}
+            # the default hybrid passage stage shows its two parts, dense and BM25
+            assert set(h["stages"]) == {"doc", "passage", "dense", "bm25"}
             for stage in h["stages"].values():
                 assert set(stage) == {"score", "rank"} and stage["rank"] >= 1
             # DHR's final score is passage + λ · document.
-            assert h["score"] == pytest.approx(h["stages"]["passage"]["score"] + h["stages"]["doc"]["score"], abs=1e-5)
+            lam = body["params"]["lam"]
+            assert h["score"] == pytest.approx(h["stages"]["passage"]["score"] + lam * h["stages"]["doc"]["score"], abs=1e-5)
             assert h["passage_id"].startswith(h["doc_id"] + "#")
             assert h["breadcrumb"] == " › ".join([h["title"], *h["section_path"]])
             assert h["reason"].startswith("doc ")
@@ -277,7 +279,7 @@ class TestHealthAndPage:
         assert set(h["models"]) == {"doc", "passage"}
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
-        assert h["retriever_params"]["dhr"] == {"lam": 1.0, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.0}
+        assert h["retriever_params"]["dhr"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 
     def test_page_and_assets(self, client: TestClient) -> None:

@@ -28,7 +28,7 @@ def test_a_new_build_is_served_without_a_restart(root: Path, tmp_path: Path) -> 
     service = app.state.service
     with TestClient(app) as client:
         status, body = _search(client)
-        assert status == 200 and body["params"]["lam"] == 1.0
+        assert status == 200 and body["params"]["lam"] == 1.75
         first = client.get("/health").json()["build"]
         build(root, BuildOptions(progress=False, defaults={"dhr": {"lam": 0.25}}), log=helpers.QUIET)
         service._checked = 0.0  # the server looks at most once a second; do not sleep in a test

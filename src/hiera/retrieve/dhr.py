@@ -82,6 +82,13 @@ class DhrRetriever(_Hierarchical):
 
     name = "dhr"
 
+    def __init__(self, collection: Any, **defaults: Any) -> None:
+        # the declared hybrid passage stage needs BM25: a dense-only build gets the paper's dense-only stage
+        # (a passage_alpha set explicitly, here or in the build, is kept and checked as given)
+        if collection.manifest.bm25 is None and "passage_alpha" not in collection.method_defaults(self.name):
+            defaults = {"passage_alpha": 0.0, **defaults}
+        super().__init__(collection, **defaults)
+
     def candidates(
         self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str, with_bm25: bool = False
     ) -> Candidates:
@@ -94,7 +101,7 @@ class DhrRetriever(_Hierarchical):
         cand = concat_ranges(starts, ends)
         pscore = self.col.passage_scores(cand, ctx["qp"])
         per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-        bm25 = self.col.bm25_passages.scores(query)[cand] if with_bm25 else None
+        bm25 = self.col.passage_bm25_scores(cand, query) if with_bm25 else None
         return Candidates(dpos, dsc, cand, pscore, per_doc, bm25)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
@@ -112,11 +119,15 @@ class DhrRetriever(_Hierarchical):
             _, final = c.fused(lam, passage_alpha=pa)
             sel, fsc = topk(final, k)
         drank = np.arange(1, len(c.docs) + 1)
+        # score = passage + λ · doc, exactly; with the hybrid passage stage, "passage" is
+        # α · bm25 / best + (1 − α) · dense, and both parts are shown
+        pstage = c.passage_stage(pa)
         stages = {
             "doc": (c.doc_scores[c.per_doc[sel]], drank[c.per_doc[sel]]),
-            "passage": (c.passage_scores[sel], ranks_of(c.passage_scores)[sel]),
+            "passage": (pstage[sel], ranks_of(pstage)[sel]),
         }
-        if c.passage_bm25 is not None:
+        if c.passage_bm25 is not None and pa > 0:
+            stages["dense"] = (c.passage_scores[sel], ranks_of(c.passage_scores)[sel])
             stages["bm25"] = (c.passage_bm25[sel], ranks_of(c.passage_bm25)[sel])
         return self.passage_hits(c.passages[sel], fsc, stages)
 

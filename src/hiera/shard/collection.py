@@ -118,7 +118,7 @@ class ShardedMatrix:
 
 
 class ScoreCache:
-    """Dense passage scores the shards computed ahead, by query vector (a few recent queries, thread-safe)."""
+    """Passage scores the shards computed ahead, by query vector or text (a few recent queries, thread-safe)."""
 
     def __init__(self, size: int = 32) -> None:
         self.size = size
@@ -126,17 +126,19 @@ class ScoreCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(qp: np.ndarray) -> bytes:
+    def key(qp: np.ndarray | str) -> bytes:
+        if isinstance(qp, str):
+            return qp.encode()
         return np.ascontiguousarray(qp, dtype=np.float32).ravel().tobytes()
 
-    def put(self, qp: np.ndarray, positions: np.ndarray, scores: np.ndarray) -> None:
+    def put(self, qp: np.ndarray | str, positions: np.ndarray, scores: np.ndarray) -> None:
         with self._lock:
             self._items[self.key(qp)] = (positions, scores)
             self._items.move_to_end(self.key(qp))
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def get(self, qp: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
+    def get(self, qp: np.ndarray | str, positions: np.ndarray) -> np.ndarray | None:
         """The scores of ``positions`` when every one was computed ahead for this query, else ``None``."""
         with self._lock:
             hit = self._items.get(self.key(qp))
@@ -167,7 +169,8 @@ class ShardedCollection(Collection):
             # a server reopens the collection after every rebuild: the old one's threads go with it
             weakref.finalize(self, fanout.close)
         self.fanout = fanout
-        self._scores_ahead = ScoreCache()
+        self._scores_ahead = ScoreCache()  # dense, by query vector
+        self._bm25_ahead = ScoreCache()  # BM25, by query text
 
     def _check_ranges(self) -> None:
         """The shards tile the documents and passages, in order (else the manifest is damaged)."""
@@ -248,12 +251,18 @@ class ShardedCollection(Collection):
         dense = merge_topk([p[1] for p in parts], self.passage_starts, depth)
         ahead = np.concatenate([p[2][0] + s for p, s in zip(parts, self.passage_starts, strict=True)])
         self._scores_ahead.put(q, ahead, np.concatenate([p[2][1] for p in parts]))
+        self._bm25_ahead.put(query, ahead, np.concatenate([p[2][2] for p in parts]).astype(np.float32))
         return bm25, dense
 
     def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
         ahead = self._scores_ahead.get(qp, positions)
         return ahead if ahead is not None else super().passage_scores(positions, qp)
+
+    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
+        positions = np.asarray(positions, dtype=np.int64)
+        ahead = self._bm25_ahead.get(query, positions)
+        return ahead if ahead is not None else super().passage_bm25_scores(positions, query)
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)

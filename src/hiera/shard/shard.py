@@ -126,8 +126,8 @@ class Shard:
 
     def passage_lists(
         self, query: str, queries: np.ndarray, depth: int
-    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """BM25's and FAISS's top ``depth`` passages of this shard, plus the dense scores of their documents' passages.
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...]]:
+        """BM25's and FAISS's top ``depth`` passages of this shard, plus the dense and BM25 scores of their documents' passages.
 
         The third part is speculative: DHR's next step scores every passage of
         the documents it keeps, and those documents can only come from the
@@ -144,7 +144,9 @@ class Shard:
         docs = np.unique(np.searchsorted(off, np.concatenate([bpos, dpos]), side="right") - 1)
         cand = concat_ranges(off[docs], off[docs + 1])
         scores = self._matrices["passages"][cand].astype(np.float32, copy=False) @ queries[0]
-        return (bpos, bsc), (dpos, dsc), (cand, scores)
+        bm25 = (self.bm25_scores("passages", query)[cand] if self.manifest.bm25 is not None
+                else np.zeros(len(cand), dtype=np.float32))
+        return (bpos, bsc), (dpos, dsc), (cand, scores, bm25)
 
     def warmup(self) -> bool:
         """Load every index this shard has (a first query then costs what the hundredth does)."""
