@@ -25,7 +25,7 @@ from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.manifest import MANIFEST, Manifest, file_sha256
-from hiera.index.select import concat_ranges
+from hiera.index.select import concat_ranges, topk
 from hiera.shard.layout import SHARDS_DIR
 
 BM25_KINDS = {"passages": "bm25-passages", "docs": "bm25-docs"}
@@ -135,8 +135,12 @@ class Shard:
         passage in its own shard's top ``depth``). Scoring them here, in the
         same call, saves the router a second round trip to the shard.
         """
-        bpos, bsc = self.bm25_search("passages", query, depth) if self.manifest.bm25 is not None else (
-            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        if self.manifest.bm25 is not None:  # scored once: the top list and the candidates' scores both come from it
+            full = self.bm25_scores("passages", query)
+            bpos, bsc = topk(full, depth, positive_only=True)  # exactly Bm25Index.search
+        else:
+            full = None
+            bpos, bsc = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         ids, sc = self.faiss_search("passages", queries, depth)
         keep = ids[0] >= 0
         dpos, dsc = ids[0][keep].astype(np.int64), sc[0][keep]
@@ -144,8 +148,7 @@ class Shard:
         docs = np.unique(np.searchsorted(off, np.concatenate([bpos, dpos]), side="right") - 1)
         cand = concat_ranges(off[docs], off[docs + 1])
         scores = self._matrices["passages"][cand].astype(np.float32, copy=False) @ queries[0]
-        bm25 = (self.bm25_scores("passages", query)[cand] if self.manifest.bm25 is not None
-                else np.zeros(len(cand), dtype=np.float32))
+        bm25 = full[cand] if full is not None else np.zeros(len(cand), dtype=np.float32)
         return (bpos, bsc), (dpos, dsc), (cand, scores, bm25)
 
     def warmup(self) -> bool:
