@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -75,13 +75,14 @@ class BaseRetriever:
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         return [{} for _ in queries]
 
-    def _passage_query_vectors(self, queries: list[str]) -> list[dict[str, Any]]:
-        """Context with the passage encoder's query vector (``qp``), encoded in one batch."""
-        encoder = self.col.passage_encoder  # loaded before the clock starts
+    def _query_vectors(self, queries: list[str], level: Literal["passage", "doc"] = "passage") -> list[dict[str, Any]]:
+        """Context with one encoder's query vector (``qp``: passage encoder, ``qd``: document encoder), one batch."""
+        encoder = self.col.passage_encoder if level == "passage" else self.col.doc_encoder  # loaded before the clock
         t = time.perf_counter()
         vecs = encoder.encode_query(queries)
         ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{"qp": v, "encode_ms": ms} for v in vecs]
+        key = "qp" if level == "passage" else "qd"
+        return [{key: v, "encode_ms": ms} for v in vecs]
 
     def _search(
         self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]

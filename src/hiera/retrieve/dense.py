@@ -15,7 +15,7 @@ class DenseRetriever(BaseRetriever):
     name = "dense"
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._passage_query_vectors(queries)
+        return self._query_vectors(queries)
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])

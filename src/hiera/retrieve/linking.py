@@ -31,7 +31,6 @@ The same linked documents serve DHR as its ``linked`` document stage
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +69,7 @@ class LinkingRetriever(BaseRetriever):
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         if not self.col.has_dense:
             return [{} for _ in queries]
-        encoder = self.col.doc_encoder  # loaded before the clock starts
-        t = time.perf_counter()
-        vecs = encoder.encode_query(queries)
-        ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{"qd": v, "encode_ms": ms} for v in vecs]
+        return self._query_vectors(queries, "doc")
 
     def _search(
         self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
