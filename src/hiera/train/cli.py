@@ -42,17 +42,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         iter2_init=args.iter2_init,
         iter2_questions=args.iter2_questions,
-        base_model=args.base_model,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        max_examples=args.max_examples,
-        **({"learning_rate": args.lr} if args.lr is not None else {}),
         max_seq_length=args.max_seq_length,
-        seed=args.seed,
-        save_steps=args.save_steps,
-        max_minutes=args.max_minutes,
-        progress=not args.quiet,
+        **_common_fields(args),
     )
     report = train_biencoder(
         args.index, _questions(args), args.out, targs, log=_log if not args.quiet else (lambda m: None)
@@ -71,8 +62,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_fields(args: argparse.Namespace) -> dict:
-    """The options the cross-encoder and reader trainers share, as their argument dataclasses name them."""
+def _common_fields(args: argparse.Namespace) -> dict:
+    """The options every trainer takes (the run's model, budget, seed, checkpoints), as the dataclasses name them."""
     return {
         "base_model": args.base_model,
         "batch_size": args.batch_size,
@@ -80,12 +71,16 @@ def _run_fields(args: argparse.Namespace) -> dict:
         "max_steps": args.max_steps,
         "max_examples": args.max_examples,
         **({"learning_rate": args.lr} if args.lr is not None else {}),
-        "max_length": args.max_length,
         "seed": args.seed,
         "save_steps": args.save_steps,
         "max_minutes": args.max_minutes,
         "progress": not args.quiet,
     }
+
+
+def _run_fields(args: argparse.Namespace) -> dict:
+    """The options the cross-encoder and reader trainers share: the common ones and ``max_length``."""
+    return {**_common_fields(args), "max_length": args.max_length}
 
 
 def _cross_encoder_fields(args: argparse.Namespace) -> dict:

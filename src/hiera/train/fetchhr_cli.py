@@ -8,24 +8,15 @@ from typing import Any
 
 
 def cmd_train_fetchhr(args: argparse.Namespace) -> int:
-    from hiera.train.cli import _log, _questions
+    from hiera.train.cli import _common_fields, _log, _questions
     from hiera.train.fetchhr import FetchHRArgs, train_fetchhr
 
     fargs = FetchHRArgs(
         layers=args.layers,
-        base_model=args.base_model,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        max_examples=args.max_examples,
-        **({"learning_rate": args.lr} if args.lr is not None else {}),
         warmup_ratio=args.warmup_ratio,
         hard_negatives=args.hard_negatives,
         dropout=args.dropout,
-        seed=args.seed,
-        save_steps=args.save_steps,
-        max_minutes=args.max_minutes,
-        progress=not args.quiet,
+        **_common_fields(args),
     )
     report = train_fetchhr(args.index, _questions(args), args.out, fargs, log=_log if not args.quiet else (lambda m: None))
     print(json.dumps({k: report[k] for k in ("layers", "steps", "loss_first", "loss_last", "train_seconds",
