@@ -167,5 +167,8 @@ MANIFEST = Obj(
 
 TUNED = Obj({"build": STR, "params": Map(Map()), "meta": Map()}, required=frozenset({"params"}))
 
+_READER_SIZES = ("max_length", "stride", "hidden_size", "vocab_size", "tokenizer_size")
+READER_META = Obj({k: Int(min=1) for k in _READER_SIZES}, required=frozenset(_READER_SIZES))
+
 RERANKER_META = Obj({"threshold": Num(min=0, max=1), "weight": Num(min=0, max=1), "dev": Map(), "train": Map(),
                      "args": Map()})

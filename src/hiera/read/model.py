@@ -21,6 +21,7 @@ from typing import Any
 
 from hiera.errors import HieraError
 from hiera.io import loads_json
+from hiera.schema import READER_META, SchemaError, validate
 
 META_FILE = "hiera-reader.json"
 HEADS_FILE = "reader-heads.safetensors"
@@ -130,9 +131,10 @@ def read_meta(path: Path) -> dict[str, Any]:
         raise HieraError(f"{f}: unreadable reader metadata ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise HieraError(f"{f}: not a {FORMAT} reader (format {meta.get('format') if isinstance(meta, dict) else None!r})")
-    for key in ("max_length", "stride", "hidden_size", "vocab_size", "tokenizer_size"):
-        if not isinstance(meta.get(key), int) or meta[key] <= 0:
-            raise HieraError(f"{f}: field {key!r} must be a positive integer")
+    try:
+        validate(meta, READER_META)
+    except SchemaError as e:
+        raise HieraError(f"{f}: {e}") from None
     if not 0 <= meta["stride"] < meta["max_length"]:
         raise HieraError(f"{f}: stride must be smaller than max_length")
     return meta
