@@ -8,13 +8,14 @@ batch (query vectors), which is how ``batch_search`` saves encoder calls.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from hiera.collection import Collection
-from hiera.errors import BadInputError
+from hiera.errors import BadInputError, HieraError
 from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k, check_query
 from hiera.spec import MethodSpec, method
 
@@ -35,11 +36,26 @@ class BaseRetriever:
         self.spec: MethodSpec = method(self.name)
         self.levels: tuple[Level, ...] = self.spec.levels
         self.default_level: Level = self.spec.default_level
+        self._loaded: dict[tuple[str, str], Any] = {}  # (kind, resolved directory) → model, see _load_dir
         built = collection.method_defaults(self.name)
         self.defaults = self._check_params({**self.spec.defaults(), **built, **defaults})
 
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.spec.check(params)
+
+    def _load_dir(self, kind: str, path: str | None, load: Callable[[str], Any], hint: str) -> Any:
+        """The model directory a path parameter names, loaded once per retriever; ``None`` when none is named.
+
+        ``kind`` names it in the error (``linking: reranker '…' is not a directory (hint)``).
+        """
+        if not path:
+            return None
+        key = (kind, str(Path(path).expanduser().resolve()))
+        if key not in self._loaded:
+            if not Path(key[1]).is_dir():
+                raise HieraError(f"{self.name}: {kind} {path!r} is not a directory ({hint})")
+            self._loaded[key] = load(key[1])
+        return self._loaded[key]
 
     def _level(self, level: Level | None) -> Level:
         level = level or self.default_level

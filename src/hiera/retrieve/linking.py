@@ -31,13 +31,10 @@ The same linked documents serve DHR as its ``linked`` document stage
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hiera.collection import Collection
-from hiera.errors import HieraError
 from hiera.index.select import concat_ranges, topk
 from hiera.link.pipeline import LinkSettings, linker_for
 from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
@@ -49,22 +46,11 @@ class LinkingRetriever(BaseRetriever):
 
     name = "linking"
 
-    def __init__(self, collection: Collection, **defaults: Any) -> None:
-        super().__init__(collection, **defaults)
-        self._rerankers: dict[str, Any] = {}
-
     def reranker(self, path: str | None) -> Any:
         """The :class:`~hiera.rerank.Reranker` at ``path`` (loaded once per retriever), or None."""
-        if not path:
-            return None
-        key = str(Path(path).expanduser().resolve())
-        if key not in self._rerankers:
-            from hiera.rerank import Reranker
+        from hiera.rerank import Reranker
 
-            if not Path(key).is_dir():
-                raise HieraError(f"linking: reranker {path!r} is not a directory (train one with hiera train-reranker)")
-            self._rerankers[key] = Reranker(key)
-        return self._rerankers[key]
+        return self._load_dir("reranker", path, Reranker, "train one with hiera train-reranker")
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         if not self.col.has_dense:

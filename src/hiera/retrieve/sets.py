@@ -64,13 +64,11 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hiera.collection import Collection
-from hiera.errors import HieraError
 from hiera.retrieve.base import BaseRetriever
 from hiera.retrieve.docstage import STAGES
 from hiera.retrieve.fusion import Ranked, by_max, rrf
@@ -300,23 +298,15 @@ class SetsRetriever(BaseRetriever):
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         super().__init__(collection, **defaults)
-        self._classifiers: dict[str, Any] = {}
         self._parsers: dict[str, Any] = {}
         self._inputs: dict[str, str] = {}
 
     # -- components --------------------------------------------------------------------
     def classifier(self, path: str | None) -> Any:
         """The :class:`~hiera.sets.classifier.SetClassifier` at ``path`` (loaded once), or None."""
-        if not path:
-            return None
-        key = str(Path(path).expanduser().resolve())
-        if key not in self._classifiers:
-            from hiera.sets.classifier import SetClassifier
+        from hiera.sets.classifier import SetClassifier
 
-            if not Path(key).is_dir():
-                raise HieraError(f"sets: classifier {path!r} is not a directory (train one with hiera train-classifier)")
-            self._classifiers[key] = SetClassifier(key)
-        return self._classifiers[key]
+        return self._load_dir("classifier", path, SetClassifier, "train one with hiera train-classifier")
 
     def parser(self, name: str) -> Any:
         if name not in self._parsers:
