@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.common import WORK, Report, data_dir, write_json
 from hiera.collection import Collection
-from hiera.eval.match import has_answer
+from hiera.eval.match import hit_list
 from hiera.eval.questions import load_questions
 from hiera.rerank import Reranker, hit_input
 from hiera.retrieve import get_retriever
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if not qs:
             continue
         results = base.batch_search([q.text for q in qs], k=deepest, level="passage", **params)
-        rel = [np.array([has_answer(q.answers, h.text, q.answer_mode) for h in r.hits]) for q, r in zip(qs, results, strict=True)]
+        rel = [np.array(hit_list(r.hits, q.answers, q.answer_mode)) for q, r in zip(qs, results, strict=True)]
         runs[split] = (results, rel)
     base_ms = (time.perf_counter() - t) * 1000 / sum(len(r[0]) for r in runs.values())
     rep = Report("rerank_depth")

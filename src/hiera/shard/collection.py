@@ -132,9 +132,10 @@ class ScoreCache:
         return np.ascontiguousarray(qp, dtype=np.float32).ravel().tobytes()
 
     def put(self, qp: np.ndarray | str, positions: np.ndarray, scores: np.ndarray) -> None:
+        key = self.key(qp)
         with self._lock:
-            self._items[self.key(qp)] = (positions, scores)
-            self._items.move_to_end(self.key(qp))
+            self._items[key] = (positions, scores)
+            self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 

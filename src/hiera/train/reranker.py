@@ -183,7 +183,7 @@ def calibrate_weight(
     then reorders them with :meth:`hiera.rerank.Reranker.combine`. Ties go to
     the larger weight (more of the cross-encoder).
     """
-    from hiera.eval.match import has_answer
+    from hiera.eval.match import hit_list
     from hiera.rerank import Reranker, hit_input
     from hiera.retrieve import get_retriever
 
@@ -195,7 +195,7 @@ def calibrate_weight(
         if not r.hits:
             continue
         if q.answers:
-            rel = np.array([has_answer(q.answers, h.text, q.answer_mode) for h in r.hits])
+            rel = np.array(hit_list(r.hits, q.answers, q.answer_mode))
         else:
             rel = np.array([h.doc_id in q.gold_docs for h in r.hits])
         probs = reranker.score(q.text, [hit_input(h, sep) for h in r.hits])
