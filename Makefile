@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e ".[data,test,train,bench,sets,link,ray]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[data,test,train,bench,sets,link,ray,fast]"
 	touch $(STAMP)
 
 # After a deliberate upgrade in .venv: pin constraints.txt to it (its header comment is kept).

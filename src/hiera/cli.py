@@ -137,6 +137,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         dense=not args.no_dense,
         doc_encoder=args.doc_encoder,
         passage_encoder=args.passage_encoder,
+        backend=args.backend,
         passage_factory=args.passage_index,
         doc_factory=args.doc_index,
         bm25_config=Bm25Config(k1=args.bm25_k1, b=args.bm25_b),
@@ -164,7 +165,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.decomposer_url:  # the linking pipeline's model decomposer (an OpenAI-compatible endpoint)
         params.update(parse_assignments(["decomposer=endpoint", f"decomposer_url={args.decomposer_url}"],
                                         [args.retriever])[args.retriever])
-    col = Collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder)
+    col = Collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
+                     backend=args.backend, device=args.device)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
         from hiera.rerank import Reranker, RerankRetriever
@@ -257,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("index")
     sp.add_argument("--json", action="store_true")
 
-    from hiera.encode import DEFAULT_MODEL
+    from hiera.backends import BACKENDS
+    from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL
+    from hiera.index.exact import DEVICES
     from hiera.spec import MAX_K
     from hiera.spec import method_names as _names
 
@@ -269,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-bm25", action="store_true")
     sp.add_argument("--doc-encoder", default=DEFAULT_MODEL, help="model name or local directory")
     sp.add_argument("--passage-encoder", default=DEFAULT_MODEL)
+    sp.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
+                    help="what runs the encoders: torch, or the model exported to ONNX Runtime (int8 too) or OpenVINO; "
+                         "recorded in the manifest, and searches use it too")
     sp.add_argument("--passage-index", default="Flat", help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …)")
     sp.add_argument("--doc-index", default="Flat")
     sp.add_argument("--bm25-k1", type=float, default=0.9, help="BM25 term-frequency saturation")
@@ -293,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_set_option(sp, "a parameter of the retriever for this search, e.g. lam=0.5")
     sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
     sp.add_argument("--passage-encoder", default=None)
+    sp.add_argument("--backend", default=None, choices=list(BACKENDS),
+                    help="what runs the query encoder (default: the backend the build encoded with)")
+    sp.add_argument("--device", default="auto", choices=list(DEVICES),
+                    help="where dense indexes are searched: exactly with torch on cuda or cpu, or the FAISS indexes "
+                         "as built; auto: cuda when there is a GPU, else faiss")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
     sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hiera.backends import check_backend
 from hiera.corpus.store import CorpusStore, DocRow
 from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
@@ -19,6 +20,7 @@ from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.build import live_build_dir
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
+from hiera.index.exact import TorchExactIndex, resolve_device
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.spec import method
 
@@ -48,8 +50,17 @@ class Collection:
         mmap: bool = True,
         cache_dir: Path | None = None,
         vectors: str = "float16",
+        backend: str | None = None,
+        device: str = "auto",
     ) -> None:
-        """``vectors="float32"`` upcasts the stored float16 vector matrices once, into memory.
+        """``backend`` runs the query encoders (:mod:`hiera.backends`); default: the one the build encoded with.
+
+        ``device`` is where dense indexes are searched: ``faiss`` (the indexes
+        as built), ``cuda`` or ``cpu`` (exact search with torch,
+        :mod:`hiera.index.exact`), ``auto`` (``cuda`` when there is a GPU, else
+        ``faiss``); :attr:`search_device` says which one was chosen.
+
+        ``vectors="float32"`` upcasts the stored float16 vector matrices once, into memory.
 
         It doubles their size and drops the mmap, but DHR's passage stage and
         the dense document stages then skip a float16 → float32 conversion on
@@ -75,6 +86,8 @@ class Collection:
         self.mmap = mmap
         self.vectors = vectors
         self.cache_dir = cache_dir
+        self.backend = check_backend(backend) if backend is not None else None
+        self.search_device = resolve_device(device)
         self._requested = {"doc": doc_encoder, "passage": passage_encoder}
         for level, name in self._requested.items():
             if name is not None:
@@ -179,23 +192,32 @@ class Collection:
         """FAISS index over the mean vectors (None for builds made before it existed)."""
         self._need("dense", self.has_dense)
         path = self.build_dir / "dense" / "docs-mean.faiss"
-        return load_faiss(path, self.mmap) if path.exists() else None
+        if not path.exists():
+            return None
+        return self._exact("docs-mean.f16.npy") or load_faiss(path, self.mmap)
 
     @cached_property
     def passage_faiss(self):
         self._need("dense", self.has_dense)
-        return load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
+        return self._exact("passages.f16.npy") or load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
 
     @cached_property
     def doc_faiss(self):
         self._need("dense", self.has_dense)
-        return load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
+        return self._exact("docs.f16.npy") or load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
+
+    def _exact(self, matrix: str) -> TorchExactIndex | None:
+        """With a torch search device, the exact index over a stored matrix stands in for the built FAISS index."""
+        if self.search_device == "faiss":
+            return None
+        return TorchExactIndex(load_matrix(self.build_dir / "dense" / matrix, mmap=True), self.search_device)
 
     def _encoder(self, level: str) -> Encoder:
         self._need("dense", self.has_dense)
         info = self.manifest.models[level]
         name = self._requested[level] or info["path"]
-        enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False)
+        backend = self.backend or info.get("backend", "torch")
+        enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False, backend=backend)
         if enc.fingerprint != info["fingerprint"]:
             raise ManifestMismatchError(
                 f"the model at {enc.path} changed since the {level} index was built "

@@ -8,6 +8,9 @@ Encoding is the slow part of everything hiera does on a CPU, so:
   cache is committed after every chunk, so an interrupted encode resumes where
   it stopped;
 * models load from local paths only: hiera never downloads weights;
+* the model runs on torch or, exported, on ONNX Runtime or OpenVINO
+  (:mod:`hiera.backends`); the backend is part of the cache key and of the
+  manifest, since an int8 graph's vectors are not torch's;
 * queries and documents go through sentence-transformers' ``encode_query`` /
   ``encode_document``, so a model's configured prompts (e5's ``"query: "``,
   bge's instruction) are applied, and the manifest records them.
@@ -28,10 +31,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from hiera.backends import check_backend, require
 from hiera.errors import HieraError
 from hiera.models import check_weights, offline, quiet_transformers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_BACKEND = "torch"
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
 
 
@@ -130,6 +135,7 @@ class ModelInfo:
     max_seq_length: int
     query_prompt: str = ""
     document_prompt: str = ""
+    backend: str = "torch"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -149,9 +155,18 @@ class Encoder:
         cache_dir: Path | None = None,
         use_cache: bool = True,
         trust_pickle: bool | None = None,
+        backend: str = DEFAULT_BACKEND,
     ) -> None:
-        """``trust_pickle``: load pickle weights (``*.bin``) too; default: ``HIERA_TRUST_PICKLE=1`` or refuse."""
+        """``trust_pickle``: load pickle weights (``*.bin``) too; default: ``HIERA_TRUST_PICKLE=1`` or refuse.
+
+        ``backend``: what runs the model (:data:`hiera.backends.BACKENDS`); the
+        sentence-transformers model is loaded in every case, for its tokenizer
+        and for callers that read its layers (FetchHR).
+        """
         offline()
+        self.backend = check_backend(backend)
+        if self.backend != "torch":
+            require(self.backend)
         self.path = resolve_model_path(model)
         check_weights(self.path, trust_pickle)
         self.name = str(model)
@@ -176,7 +191,20 @@ class Encoder:
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
         self._lock = threading.Lock()
-        self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.fingerprint, self.dim) if use_cache else None
+        root = cache_dir or default_cache_dir()
+        self._graph = None
+        if self.backend != "torch":
+            from hiera.backends import GraphEncoder
+
+            self._graph = GraphEncoder(self.model, self.backend, root / "graphs" / self.fingerprint[:24])
+        self.cache = EmbeddingCache(root, self.cache_key, self.dim) if use_cache else None
+
+    @property
+    def cache_key(self) -> str:
+        """The model's fingerprint, and for an exported backend its name: their vectors differ (int8) or may."""
+        if self.backend == "torch":
+            return self.fingerprint  # unchanged, so caches made before backends existed stay valid
+        return hashlib.sha256(f"{self.fingerprint}:{self.backend}".encode()).hexdigest()
 
     @property
     def info(self) -> ModelInfo:
@@ -188,12 +216,15 @@ class Encoder:
             max_seq_length=int(self.model.max_seq_length),
             query_prompt=self.query_prompt,
             document_prompt=self.document_prompt,
+            backend=self.backend,
         )
 
     def _run(self, encode: Any, texts: Sequence[str], prompt: str, show_progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
+            if self._graph is not None:
+                return self._graph.encode(list(texts), prompt, self.batch_size, show_progress)
             vecs = encode(
                 list(texts),
                 prompt=prompt,

@@ -55,7 +55,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from hiera.read.reader import Reader
 
         reader = Reader(args.reader, **read_params)  # a bad directory fails before any retrieval
-    col = Collection(args.index, vectors=args.vectors)
+    col = Collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
     log = _log if not args.quiet else (lambda m: None)
     reranker = None
@@ -106,7 +106,7 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
 
     if args.rerank:
         raise BadInputError("--rerank does not apply to --format quest (the sets method classifies its candidates)")
-    col = Collection(args.index, vectors=args.vectors)
+    col = Collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     log = _log if not args.quiet else (lambda m: None)
     runs = {}
@@ -203,7 +203,9 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def register(add: Any) -> None:
+    from hiera.backends import BACKENDS
     from hiera.eval.questions import QUESTION_FORMATS
+    from hiera.index.exact import DEVICES
 
     fmts = ", ".join(sorted(QUESTION_FORMATS))
     sp = add("eval", cmd_eval, "evaluate retrievers on a question set")
@@ -225,6 +227,10 @@ def register(add: Any) -> None:
     sp.add_argument("--set-k", type=int, default=10,
                     help="--format quest: a method without an answer set predicts its top K documents (default 10)")
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
+    sp.add_argument("--backend", default=None, choices=list(BACKENDS),
+                    help="what runs the query encoder (default: the backend the build encoded with)")
+    sp.add_argument("--device", default="auto", choices=list(DEVICES),
+                    help="where dense indexes are searched (torch exact on cuda or cpu, or faiss; auto: cuda if present)")
 
     sp = add("tune", cmd_tune, "grid-search dhr's lam, top_docs, passage_alpha (and doc_alpha) for top-k accuracy; saved beside the build")
     sp.add_argument("index")

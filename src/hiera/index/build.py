@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hiera.corpus.store import CorpusStore
-from hiera.encode import DEFAULT_MODEL, Encoder
+from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder
 from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
@@ -58,6 +58,7 @@ class BuildOptions:
     dense: bool = True
     doc_encoder: str = DEFAULT_MODEL
     passage_encoder: str = DEFAULT_MODEL
+    backend: str = DEFAULT_BACKEND  # what runs the encoders (hiera.backends); the manifest records it
     passage_factory: str = "Flat"
     doc_factory: str = "Flat"
     bm25_config: Bm25Config = field(default_factory=Bm25Config)
@@ -81,6 +82,7 @@ class BuildOptions:
         if m.models:
             opts.doc_encoder = m.models["doc"]["path"]
             opts.passage_encoder = m.models["passage"]["path"]
+            opts.backend = m.models["passage"].get("backend", "torch")
             opts.passage_factory = m.faiss.get("passage", "Flat")
             opts.doc_factory = m.faiss.get("doc", "Flat")
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
@@ -284,20 +286,22 @@ def _build_into(
     if opts.dense:
         t = time.perf_counter()
         (out / "dense").mkdir()
-        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir)
+        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend)
         same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
-        d_enc = p_enc if same else Encoder(opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir)
+        d_enc = p_enc if same else Encoder(
+            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend
+        )
         pvecs = _vectors(
             p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"
         )
         save_matrix(out / "dense" / "passages.f16.npy", pvecs)
-        save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow), out / "dense" / "passages.faiss")
+        save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow, p_enc), out / "dense" / "passages.faiss")
         del passage_texts
         dvecs = _vectors(
             d_enc, [d.summary for d in docs], doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
         )
         save_matrix(out / "dense" / "docs.f16.npy", dvecs)
-        save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows), out / "dense" / "docs.faiss")
+        save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc), out / "dense" / "docs.faiss")
         # Passage-aggregate document vectors (issue 7): the normalized mean of a
         # document's passage vectors, free once passages are encoded.
         mean = _mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
@@ -336,8 +340,7 @@ def _vectors(
     """Vectors for ``texts``: copied from the previous build where possible."""
     out = np.zeros((len(texts), enc.dim), dtype=np.float32)
     todo = np.ones(len(texts), dtype=bool)
-    if (previous_dir is not None and previous is not None and not previous.shards
-            and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint):
+    if previous_dir is not None and previous is not None and _same_vectors(previous, level, enc):
         old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
         old_vecs = np.load(previous_dir / "dense" / f"{level}s.f16.npy", mmap_mode="r")
         where = {int(r): i for i, r in enumerate(old_rows)}
@@ -354,11 +357,24 @@ def _vectors(
     return out
 
 
+def _same_vectors(previous: Manifest, level: str, enc: Encoder) -> bool:
+    """Whether the previous build's ``level`` vectors are what ``enc`` would make: same model, same backend."""
+    info = previous.models.get(level, {})
+    return (not previous.shards and info.get("fingerprint") == enc.fingerprint
+            and info.get("backend", "torch") == enc.backend)
+
+
 def _faiss_for(
-    vecs: np.ndarray, factory: str, previous_dir: Path | None, previous: Manifest | None, level: str, rows: np.ndarray
+    vecs: np.ndarray, factory: str, previous_dir: Path | None, previous: Manifest | None, level: str, rows: np.ndarray,
+    enc: Encoder,
 ):
-    """Append to the previous FAISS index when the old rows are a prefix of the new."""
-    if previous_dir is not None and previous is not None and not previous.shards and previous.faiss.get(level) == factory:
+    """Append to the previous FAISS index when its vectors are ``enc``'s and the old rows are a prefix of the new.
+
+    The vector check matters: with another model or backend the previous
+    index holds other vectors for the same rows.
+    """
+    if (previous_dir is not None and previous is not None and _same_vectors(previous, level, enc)
+            and previous.faiss.get(level) == factory):
         old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
         n = len(old_rows)
         if n <= len(rows) and np.array_equal(old_rows, rows[:n]):

@@ -316,9 +316,11 @@ class Service:
             "stale": self.stale,
             "warm": self.warm,
             "stats": self.col.store.stats(),
-            "models": {level: {"name": info.get("name"), "fingerprint": str(info.get("fingerprint", ""))[:12]}
+            "models": {level: {"name": info.get("name"), "fingerprint": str(info.get("fingerprint", ""))[:12],
+                              "backend": info.get("backend", "torch")}
                        for level, info in m.models.items()},
             "retrievers": list(self.available),
+            "search_device": self.col.search_device,
             "defaults": dict(m.defaults),
             "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},
             "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},

@@ -148,15 +148,16 @@ def _build_shards(
     pvecs = dvecs = None
     if opts.dense:
         t = time.perf_counter()
-        p_info = Encoder(opts.passage_encoder, use_cache=False).info
+        p_info = Encoder(opts.passage_encoder, use_cache=False, backend=opts.backend).info
         same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
-        d_info = p_info if same else Encoder(opts.doc_encoder, use_cache=False).info
+        d_info = p_info if same else Encoder(opts.doc_encoder, use_cache=False, backend=opts.backend).info
         if same:  # one pass: one set of model loads (Ray actors) for passages and summaries
-            both = engine.encode(opts.passage_encoder, corpus["passage_texts"] + corpus["summaries"], "encode")
+            both = engine.encode(opts.passage_encoder, corpus["passage_texts"] + corpus["summaries"], "encode",
+                                 opts.backend)
             pvecs, dvecs = both[: len(corpus["passage_texts"])], both[len(corpus["passage_texts"]) :]
         else:
-            pvecs = engine.encode(opts.passage_encoder, corpus["passage_texts"], "encode passages")
-            dvecs = engine.encode(opts.doc_encoder, corpus["summaries"], "encode documents")
+            pvecs = engine.encode(opts.passage_encoder, corpus["passage_texts"], "encode passages", opts.backend)
+            dvecs = engine.encode(opts.doc_encoder, corpus["summaries"], "encode documents", opts.backend)
         manifest.models = {"passage": p_info.to_dict(), "doc": d_info.to_dict()}
         manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
         log(f"dense: {len(pvecs)} passages, {len(dvecs)} documents encoded ({engine.name}) "

@@ -159,6 +159,7 @@ class ShardedCollection(Collection):
 
     def __init__(self, root: str | Path, *, fanout: FanOut | None = None, **kwargs: Any) -> None:
         super().__init__(root, **kwargs)
+        self.search_device = "faiss"  # each shard searches its own FAISS indexes, wherever it runs
         self.shards = list(self.manifest.shards)
         self.doc_starts = [int(e["docs"][0]) for e in self.shards]
         self.passage_starts = [int(e["passages"][0]) for e in self.shards]

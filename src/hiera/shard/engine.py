@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.encode import Encoder, default_cache_dir
+from hiera.encode import DEFAULT_BACKEND, Encoder, default_cache_dir
 from hiera.errors import BadInputError, HieraError
 
 ENGINES = ("local", "ray")
@@ -49,8 +49,8 @@ class LocalEngine:
     def get(self, handle: Any) -> Any:
         return handle
 
-    def encode(self, model: str, texts: list[str], desc: str) -> np.ndarray:
-        enc = Encoder(model, batch_size=self.batch_size, cache_dir=self.cache_dir)
+    def encode(self, model: str, texts: list[str], desc: str, backend: str = DEFAULT_BACKEND) -> np.ndarray:
+        enc = Encoder(model, batch_size=self.batch_size, cache_dir=self.cache_dir, backend=backend)
         return _rounded(enc.encode_document(texts, progress=self.progress, desc=desc))
 
     def close(self) -> None:
@@ -60,8 +60,8 @@ class LocalEngine:
 class EncodeActor:
     """A Ray Data actor: one encoder loaded once, then batch after batch (the cache shared on disk)."""
 
-    def __init__(self, model: str, batch_size: int, cache_dir: str) -> None:
-        self.encoder = Encoder(model, batch_size=batch_size, cache_dir=Path(cache_dir))
+    def __init__(self, model: str, batch_size: int, cache_dir: str, backend: str = DEFAULT_BACKEND) -> None:
+        self.encoder = Encoder(model, batch_size=batch_size, cache_dir=Path(cache_dir), backend=backend)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         vecs = self.encoder.encode_document([str(t) for t in batch["text"]])
@@ -109,7 +109,7 @@ class RayEngine:
             return [self.get(h) for h in handle]
         return self.ray.get(handle)
 
-    def encode(self, model: str, texts: list[str], desc: str) -> np.ndarray:
+    def encode(self, model: str, texts: list[str], desc: str, backend: str = DEFAULT_BACKEND) -> np.ndarray:
         import ray.data
 
         ctx = ray.data.DataContext.get_current()
@@ -121,7 +121,8 @@ class RayEngine:
         )
         ds = ds.map_batches(
             EncodeActor,
-            fn_constructor_kwargs={"model": model, "batch_size": self.batch_size, "cache_dir": self.cache_dir},
+            fn_constructor_kwargs={"model": model, "batch_size": self.batch_size, "cache_dir": self.cache_dir,
+                                   "backend": backend},
             batch_size=ENCODE_BATCH, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=1,
         )

@@ -1,0 +1,250 @@
+"""Running a sentence-transformers encoder with ONNX Runtime or OpenVINO instead of torch.
+
+Encoding is the slow part of hiera on a CPU, and an exported graph runs the
+same model faster: fused attention and layer-norm kernels, and (``onnx-int8``)
+int8 matrix products. Backends:
+
+============  ===============================================================
+``torch``     sentence-transformers itself (the reference)
+``onnx``      ONNX Runtime, the graph fused by its transformer optimizer
+``onnx-int8`` the same, weights quantized to int8 per channel (dynamic
+              quantization: activations are quantized on the fly)
+``openvino``  OpenVINO on the plain exported graph
+============  ===============================================================
+
+Why hiera exports the model itself rather than use sentence-transformers'
+``backend="onnx"`` / ``"openvino"``: those go through optimum, whose ONNX
+package pins ``transformers < 4.58`` and whose OpenVINO package pulls a CUDA
+build of torch; hiera pins a CPU torch 2.13 and transformers 5. Tokenization,
+prompts and truncation stay sentence-transformers' own (``preprocess``), and
+the exported graph is the whole module pipeline (transformer, pooling, any
+dense layer) up to the sentence embedding, so a model the exporter can trace
+gives the same vectors as torch (cosine 1.0 for ``onnx`` and ``openvino``;
+about 0.99 for ``onnx-int8``, whose effect on retrieval ``bench/encode_speed.py``
+measures).
+
+Exports are made once per model (fingerprint) and kept beside the embedding
+cache, each file written to a temporary name and renamed, so two processes
+exporting at once, or a killed export, never leave a half-written graph.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hiera.errors import HieraError
+
+BACKENDS: dict[str, str] = {
+    "torch": "sentence-transformers on torch (the reference)",
+    "onnx": "ONNX Runtime, fused graph (same vectors as torch)",
+    "onnx-int8": "ONNX Runtime, int8 weights (dynamic quantization; vectors at cosine ≈ 0.99 to torch's)",
+    "openvino": "OpenVINO (same vectors as torch)",
+}
+# The graphs each backend runs, made in this order from the one before.
+_FILES = {"openvino": "model.onnx", "onnx": "model-fused.onnx", "onnx-int8": "model-fused-int8.onnx"}
+_PACKAGES = {"onnx": ("onnxruntime",), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino",)}
+# Models whose graphs ONNX Runtime's transformer optimizer knows how to fuse.
+_FUSABLE = {"bert", "roberta", "xlm-roberta", "mpnet", "electra", "deberta-v2"}
+
+
+def check_backend(name: str) -> str:
+    """The backend's canonical name, or a one-line error listing the known ones."""
+    key = str(name).strip().lower()
+    if key not in BACKENDS:
+        raise HieraError(f"unknown encoder backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+    return key
+
+
+def require(backend: str) -> None:
+    """Refuse a backend whose runtime is not installed, naming the extra that brings it."""
+    import importlib.util
+
+    missing = [p for p in _PACKAGES.get(backend, ()) if importlib.util.find_spec(p) is None]
+    if missing:
+        raise HieraError(
+            f"encoder backend {backend!r} needs {', '.join(missing)} (pip install 'hiera[fast]'), "
+            f"or use --backend torch"
+        )
+
+
+def _tensors(features: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in features.items() if hasattr(v, "shape")}
+
+
+def _check_exportable(st: Any) -> None:
+    """Refuse the models whose embedding depends on more than the token tensors (the graph's only inputs)."""
+    for module in st:
+        if getattr(module, "include_prompt", True) is False and any(st.prompts.values()):
+            raise HieraError(
+                "this model's pooling leaves its prompt tokens out (include_prompt=False), which an exported "
+                "graph cannot do; use --backend torch"
+            )
+
+
+def _atomic(target: Path, write: Callable[[Path], None]) -> Path:
+    """Make ``target`` with ``write(tmp)`` unless it exists; a rename publishes it whole."""
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _export(st: Any, out: Path) -> None:
+    """Trace the whole module pipeline into one ONNX graph: token tensors in, sentence embedding out."""
+    import torch
+
+    sample = _tensors(st.preprocess(["an example sentence", "and a second, somewhat longer example sentence"]))
+    names = list(sample)
+
+    class Graph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.st = st
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.st(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
+
+    # Eager attention exports as plain MatMul/Softmax, the pattern ONNX Runtime's optimizer fuses
+    # (the default scaled-dot-product kernel does not export as one).
+    model = getattr(st[0], "auto_model", None)
+    set_impl = getattr(model, "set_attn_implementation", None)
+    before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if set_impl is not None and before not in (None, "eager"):
+        set_impl("eager")
+    try:
+        import warnings
+
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent Python branches
+            torch.onnx.export(
+                Graph().eval(), tuple(sample[n] for n in names), str(out), input_names=names,
+                output_names=["embedding"], opset_version=17, dynamo=False,
+                dynamic_axes={**{n: {0: "batch", 1: "tokens"} for n in names}, "embedding": {0: "batch"}},
+            )
+    except Exception as e:  # noqa: BLE001 - any tracer failure means: this model cannot leave torch
+        raise HieraError(f"cannot export this model to ONNX ({type(e).__name__}: {e}); use --backend torch") from None
+    finally:
+        if set_impl is not None and before not in (None, "eager"):
+            set_impl(before)
+
+
+def _fuse(st: Any, src: Path, out: Path) -> None:
+    """ONNX Runtime's transformer optimizer: attention, GELU and layer norms as single kernels."""
+    config = getattr(getattr(st[0], "auto_model", None), "config", None)
+    if getattr(config, "model_type", None) not in _FUSABLE:
+        out.write_bytes(src.read_bytes())  # other architectures run unfused
+        return
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    fused = optimize_model(
+        str(src), model_type="bert", num_heads=int(config.num_attention_heads), hidden_size=int(config.hidden_size),
+        opt_level=1,
+    )
+    fused.save_model_to_file(str(out))
+
+
+def _quantize(src: Path, out: Path) -> None:
+    """int8 weights per output channel, activations quantized per batch: the variant that held quality best.
+
+    Plain per-tensor int8 moved MiniLM's vectors to cosine 0.95 of torch's;
+    per channel, and only the matrix products, 0.99.
+    """
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process, on the root logger, on every call
+    try:
+        quantize_dynamic(
+            str(src), str(out), weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"], extra_options={"DefaultTensorType": 1},
+        )
+    finally:
+        root.setLevel(level)
+
+
+def graph_path(st: Any, backend: str, root: Path) -> Path:
+    """The graph ``backend`` runs for this model, exported (and fused, quantized) on first use."""
+    plain = _atomic(root / _FILES["openvino"], lambda tmp: _export(st, tmp))
+    if backend == "openvino":
+        return plain
+    fused = _atomic(root / _FILES["onnx"], lambda tmp: _fuse(st, plain, tmp))
+    if backend == "onnx":
+        return fused
+    return _atomic(root / _FILES["onnx-int8"], lambda tmp: _quantize(fused, tmp))
+
+
+def _threads() -> int:
+    """As many threads as torch uses (``OMP_NUM_THREADS`` or the cores), so every backend gets the same share."""
+    import torch
+
+    return max(1, int(torch.get_num_threads()))
+
+
+class GraphEncoder:
+    """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out."""
+
+    def __init__(self, st: Any, backend: str, root: Path) -> None:
+        backend = check_backend(backend)
+        if backend == "torch":
+            raise ValueError("GraphEncoder runs exported graphs; torch encodes through sentence-transformers")
+        require(backend)
+        _check_exportable(st)
+        self.st, self.backend = st, backend
+        self.path = graph_path(st, backend, Path(root))
+        self._run = self._openvino() if backend == "openvino" else self._onnxruntime()
+
+    def _onnxruntime(self) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = _threads()
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+            # idle threads sleep, as torch's and FAISS's do (hiera.models.passive_threads)
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
+        inputs = [i.name for i in session.get_inputs()]
+        return lambda feed: session.run(None, {n: feed[n] for n in inputs})[0]
+
+    def _openvino(self) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(str(self.path), "CPU", {"INFERENCE_NUM_THREADS": _threads()})
+        inputs = [p.get_any_name() for p in compiled.inputs]
+        return lambda feed: compiled({n: feed[n] for n in inputs})[0]
+
+    def encode(self, texts: Sequence[str], prompt: str, batch_size: int, progress: bool = False) -> np.ndarray:
+        """Length-sorted batches (little padding), returned in the input order."""
+        from tqdm import tqdm
+
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: np.ndarray | None = None
+        for start in tqdm(range(0, len(order), batch_size), disable=not progress, leave=False, desc="encode"):
+            idx = order[start : start + batch_size]
+            feats = _tensors(self.st.preprocess([texts[i] for i in idx], prompt=prompt or None))
+            vecs = np.asarray(self._run({k: v.numpy() for k, v in feats.items()}), dtype=np.float32)
+            if out is None:
+                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[idx] = vecs
+        assert out is not None
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)

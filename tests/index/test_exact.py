@@ -1,0 +1,72 @@
+"""Exact search with torch: the same hits as a Flat FAISS index, and an exact search over an HNSW build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import helpers
+import numpy as np
+import pytest
+
+import hiera.index.exact as exact
+from hiera.collection import Collection
+from hiera.errors import BadInputError
+from hiera.index.build import BuildOptions, build
+from hiera.index.dense import build_faiss, faiss_search
+from hiera.index.exact import TorchExactIndex, resolve_device
+from hiera.retrieve import get_retriever
+
+QUERIES = [q for _, q in list(helpers.TOPIC_QUERIES.items())[:6]]
+
+
+def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_torch_exact_index_equals_faiss_flat() -> None:
+    rng = np.random.default_rng(0)
+    vecs, queries = _unit(rng, 3000, 48), _unit(rng, 300, 48)  # 300 queries: more than one query block
+    ref_ids, ref_sc = faiss_search(build_faiss(vecs, "Flat"), queries, 25)
+    index = TorchExactIndex(vecs, "cpu")
+    ids, sc = faiss_search(index, queries, 25)
+    assert ids.shape == (300, 25) and ids.dtype == np.int64 and sc.dtype == np.float32
+    assert np.array_equal(ids, ref_ids)
+    assert np.allclose(sc, ref_sc, atol=1e-5)
+    assert np.allclose(index.reconstruct(7), vecs[7])
+    assert faiss_search(index, queries[:1], 10_000)[0].shape == (1, 3000)  # k capped at the collection
+
+
+def test_devices_resolve_with_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exact, "cuda_available", lambda: False)
+    assert resolve_device("auto") == "faiss" and resolve_device("cpu") == "cpu"
+    with pytest.raises(BadInputError, match="torch sees no CUDA device here"):
+        resolve_device("cuda")
+    with pytest.raises(BadInputError, match="unknown search device 'tpu'; choose one of: auto, faiss, cuda, cpu"):
+        resolve_device("tpu")
+    monkeypatch.setattr(exact, "cuda_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+
+
+def _hits(col: Collection, name: str) -> list[list[tuple[str, float]]]:
+    res = get_retriever(name, col).batch_search(QUERIES, k=8)
+    return [[(h.passage_id, round(h.score, 4)) for h in r.hits] for r in res]
+
+
+def test_collection_on_the_torch_device_gives_the_faiss_results(shared_root: Path) -> None:
+    col = Collection(shared_root, device="cpu")
+    assert col.search_device == "cpu" and isinstance(col.passage_faiss, TorchExactIndex)
+    assert isinstance(col.doc_faiss, TorchExactIndex)
+    ref = Collection(shared_root, device="faiss")
+    for name in ("dense", "dhr", "hybrid"):
+        assert _hits(col, name) == _hits(ref, name), name
+
+
+def test_an_hnsw_build_is_searched_exactly(shared_root: Path, tmp_path: Path) -> None:
+    root = helpers.copy_collection(shared_root, tmp_path / "col")
+    build(root, BuildOptions(progress=False, passage_factory="HNSW4", doc_factory="HNSW4"), log=helpers.QUIET)
+    exact_col = Collection(root, device="cpu")
+    assert isinstance(exact_col.passage_faiss, TorchExactIndex) and isinstance(exact_col.doc_faiss, TorchExactIndex)
+    assert "HNSW" in type(Collection(root, device="faiss").passage_faiss).__name__
+    flat = Collection(shared_root, device="faiss")
+    assert _hits(exact_col, "dense") == _hits(flat, "dense")
