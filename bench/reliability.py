@@ -514,7 +514,30 @@ build fsyncs its files, the manifest and the directories before the swap).
 """
 
 
-def render(payload: dict[str, Any]) -> str:
+LOAD_JSON = OUT / "load.json"  # bench/load.py's last run, shown beside the fault table
+
+
+def render_load(load: dict[str, Any]) -> list[str]:
+    """The server-under-load rows of ``bench/load.py``'s JSON (it is a run of its own: minutes of wall time)."""
+    cols = ["clients", "seconds", "good", "good_errors", "bad", "bad_wrong_status", "throughput_rps", "p50_ms",
+            "p95_ms", "p99_ms"]
+    lines = ["", "## Server under load (`python -m bench.load`)", "",
+             f"`hiera serve {load.get('target', '')}` ({load.get('collection', {}).get('passages', '?')} passages), "
+             f"every method ({', '.join(load.get('retrievers', []))}) mixed with "
+             f"{round(100 * load.get('bad_fraction', 0))}% bad requests "
+             f"({', '.join(b['label'] for b in load.get('bad_requests', []))}), each of which must get its own 4xx; "
+             f"clients and server share the machine ({load.get('machine', {}).get('cpus', '?')} cores, "
+             f"{load.get('machine', {}).get('when', '')}). Latencies are client-side, in ms, of the good requests; "
+             "with more clients than cores they are mostly queueing. Outcome: "
+             + ("pass (0 errors, 0 wrong statuses)." if load.get("ok") else "FAIL."), ""]
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "|".join("---" for _ in cols) + "|")
+    for level in load.get("levels", {}).values():
+        lines.append("| " + " | ".join(str(level["summary"].get(c, "")) for c in cols) + " |")
+    return lines
+
+
+def render(payload: dict[str, Any], load: dict[str, Any] | None = None) -> str:
     rows = payload["rows"]
     cols = ["fault", "trials", "killed", "before", "after", "other", "check errors", "rerun ok", "outcome"]
     lines = [INTRO, f"Run: {payload.get('run', '')}", ""]
@@ -526,6 +549,8 @@ def render(payload: dict[str, Any]) -> str:
     if notes:
         lines += ["", "Messages and notes:", ""]
         lines += [f"* {r['fault']}: {r['detail']}" for r in notes]
+    if load:
+        lines += render_load(load)
     findings = FINDINGS  # what building these trials found and fixed (code history, not a run result)
     if findings:
         lines += ["", "## Found and fixed while building these trials", ""]
@@ -601,8 +626,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--render", type=Path, default=None, help="only rewrite --doc from this JSON")
     args = ap.parse_args(argv)
+    load = json.loads(LOAD_JSON.read_text()) if LOAD_JSON.exists() else None
     if args.render:
-        args.doc.write_text(render(json.loads(args.render.read_text())), encoding="utf-8")
+        args.doc.write_text(render(json.loads(args.render.read_text()), load), encoding="utf-8")
         print(f"wrote {args.doc}")
         return 0
 
@@ -681,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(args.out, rep.to_dict(run=run, findings=FINDINGS, ok=all_ok))
     print(f"\nwrote {path}")
     if not args.no_doc:
-        args.doc.write_text(render(json.loads(path.read_text())), encoding="utf-8")
+        args.doc.write_text(render(json.loads(path.read_text()), load), encoding="utf-8")
         print(f"wrote {args.doc}")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
