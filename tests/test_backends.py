@@ -40,7 +40,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def torch_vectors(cache: Path) -> np.ndarray:
-    return Encoder(cache_dir=cache, use_cache=False).encode_document(TEXTS)
+    return Encoder(cache_dir=cache, use_cache=False, backend="torch").encode_document(TEXTS)
 
 
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
@@ -88,15 +88,25 @@ def test_a_failed_export_leaves_nothing_behind(tmp_path: Path) -> None:
 
 
 def test_the_backend_is_part_of_the_cache_key_and_the_model_record(cache: Path) -> None:
-    t = Encoder(cache_dir=cache, use_cache=False)
+    t = Encoder(cache_dir=cache, use_cache=False, backend="torch")
     o = Encoder(cache_dir=cache, use_cache=False, backend="onnx")
     assert t.cache_key == t.fingerprint  # torch's caches from before backends existed stay valid
     assert o.fingerprint == t.fingerprint and o.cache_key != t.cache_key
     assert (t.info.backend, o.info.backend) == ("torch", "onnx")
 
 
+def test_auto_is_the_fastest_installed_backend_with_torchs_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    have = {"openvino", "onnx", "onnx-int8"}
+    monkeypatch.setattr(backends, "installed", lambda b: b == "torch" or b in have)
+    assert backends.check_backend("auto") == "onnx"
+    have.discard("onnx")
+    assert backends.check_backend("AUTO") == "openvino"
+    have.clear()
+    assert backends.check_backend("auto") == "torch"  # never the int8 graph: its vectors differ
+
+
 def test_unknown_or_missing_backends_are_one_line_errors(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(HieraError, match="unknown encoder backend 'tensorrt'; choose one of: torch, onnx"):
+    with pytest.raises(HieraError, match="unknown encoder backend 'tensorrt'; choose one of: auto, torch, onnx"):
         Encoder(cache_dir=cache, backend="tensorrt")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a))
@@ -110,6 +120,7 @@ def _faiss_rows(index) -> np.ndarray:  # noqa: ANN001 - a FAISS index
 
 
 def test_a_build_records_its_backend_and_searches_use_it(col_copy: Path, cache: Path) -> None:
+    build(col_copy, BuildOptions(progress=False, backend="torch"), log=helpers.QUIET)
     torch_col = Collection(col_copy)
     torch_hits = get_retriever("dense", torch_col).search(helpers.TOPIC_QUERIES["volcanoes"], k=3)
     torch_vecs = np.array(torch_col.passage_vectors)  # read now: the rebuild removes the old build

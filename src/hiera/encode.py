@@ -36,7 +36,7 @@ from hiera.errors import HieraError
 from hiera.models import check_weights, offline, quiet_transformers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-DEFAULT_BACKEND = "torch"
+DEFAULT_BACKEND = "auto"  # hiera.backends.AUTO_ORDER: onnx, else openvino, else torch
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
 
 
