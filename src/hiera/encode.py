@@ -191,13 +191,13 @@ class Encoder:
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
         self._lock = threading.Lock()
-        root = cache_dir or default_cache_dir()
         self._graph = None
         if self.backend != "torch":
             from hiera.backends import GraphEncoder
 
-            self._graph = GraphEncoder(self.model, self.backend, root / "graphs" / self.fingerprint[:24])
-        self.cache = EmbeddingCache(root, self.cache_key, self.dim) if use_cache else None
+            # one export per model on this machine (``$HIERA_CACHE_DIR``), wherever this encoder caches vectors
+            self._graph = GraphEncoder(self.model, self.backend, default_cache_dir() / "graphs" / self.fingerprint[:24])
+        self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.cache_key, self.dim) if use_cache else None
 
     @property
     def cache_key(self) -> str:
