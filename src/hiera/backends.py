@@ -6,7 +6,7 @@ int8 matrix products. Backends:
 
 ============  ===============================================================
 ``torch``     sentence-transformers itself (the reference)
-``onnx``      ONNX Runtime (its session optimizations fuse the graph)
+``onnx``      ONNX Runtime, the graph fused by its transformer optimizer
 ``onnx-int8`` the same, weights quantized to int8 per channel (dynamic
               quantization: activations are quantized on the fly)
 ``openvino``  OpenVINO on the plain exported graph
@@ -44,12 +44,12 @@ from hiera.errors import HieraError
 BACKENDS: dict[str, str] = {
     "auto": "the fastest installed backend whose vectors equal torch's: onnx, else openvino, else torch",
     "torch": "sentence-transformers on torch (the reference)",
-    "onnx": "ONNX Runtime, graph fused at session start (same vectors as torch)",
+    "onnx": "ONNX Runtime, fused graph (same vectors as torch)",
     "onnx-int8": "ONNX Runtime, int8 weights (dynamic quantization; vectors at cosine ≈ 0.99 to torch's)",
     "openvino": "OpenVINO (same vectors as torch)",
 }
 # The graphs each backend runs, made in this order from the one before.
-_FILES = {"openvino": "model.onnx", "onnx": "model.onnx", "onnx-int8": "model-fused-int8.onnx"}
+_FILES = {"openvino": "model.onnx", "onnx": "model-fused.onnx", "onnx-int8": "model-fused-int8.onnx"}
 _PACKAGES = {"onnx": ("onnxruntime",), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino",)}
 # Models whose graphs ONNX Runtime's transformer optimizer knows how to fuse.
 _FUSABLE = {"bert", "roberta", "xlm-roberta", "mpnet", "electra", "deberta-v2"}
@@ -199,19 +199,13 @@ def _quantize(src: Path, out: Path) -> None:
 
 
 def graph_path(st: Any, backend: str, root: Path) -> Path:
-    """The graph ``backend`` runs for this model, exported (and, for int8, fused and quantized) on first use.
-
-    ``onnx`` runs the plain export: ONNX Runtime's own session-time
-    optimizations fuse its attention, GELU and layer norms, as fast as the
-    offline optimizer's graph (single thread: 20.1-22.5 against 21.2-21.8
-    passages/s), and the export takes 1-2 s instead of 6-7 (every newly
-    trained model is exported once). The int8 graph is quantized from the
-    offline-fused one, the graph its quality was measured on.
-    """
-    plain = _atomic(root / _FILES["onnx"], lambda tmp: _export(st, tmp))
-    if backend in ("onnx", "openvino"):
+    """The graph ``backend`` runs for this model, exported (and fused, quantized) on first use."""
+    plain = _atomic(root / _FILES["openvino"], lambda tmp: _export(st, tmp))
+    if backend == "openvino":
         return plain
-    fused = _atomic(root / "model-fused.onnx", lambda tmp: _fuse(st, plain, tmp))
+    fused = _atomic(root / _FILES["onnx"], lambda tmp: _fuse(st, plain, tmp))
+    if backend == "onnx":
+        return fused
     return _atomic(root / _FILES["onnx-int8"], lambda tmp: _quantize(fused, tmp))
 
 
