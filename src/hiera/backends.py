@@ -63,10 +63,15 @@ _FUSABLE = {"bert", "roberta", "xlm-roberta", "mpnet", "electra", "deberta-v2"}
 AUTO_ORDER = ("onnx", "openvino", "torch")
 
 
-def installed(backend: str) -> bool:
+def _missing(backend: str) -> list[str]:
+    """The runtime packages ``backend`` needs that are not installed."""
     import importlib.util
 
-    return all(importlib.util.find_spec(p) is not None for p in _PACKAGES.get(backend, ()))
+    return [p for p in _PACKAGES.get(backend, ()) if importlib.util.find_spec(p) is None]
+
+
+def installed(backend: str) -> bool:
+    return not _missing(backend)
 
 
 def check_backend(name: str) -> str:
@@ -81,9 +86,7 @@ def check_backend(name: str) -> str:
 
 def require(backend: str) -> None:
     """Refuse a backend whose runtime is not installed, naming the extra that brings it."""
-    import importlib.util
-
-    missing = [p for p in _PACKAGES.get(backend, ()) if importlib.util.find_spec(p) is None]
+    missing = _missing(backend)
     if missing:
         raise HieraError(
             f"encoder backend {backend!r} needs {', '.join(missing)} (pip install 'hiera[fast]'), "
@@ -220,10 +223,9 @@ class GraphEncoder:
     """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out."""
 
     def __init__(self, st: Any, backend: str, root: Path) -> None:
-        backend = check_backend(backend)
-        if backend == "torch":
-            raise ValueError("GraphEncoder runs exported graphs; torch encodes through sentence-transformers")
-        require(backend)
+        """``backend``: a checked, installed one (:class:`hiera.encode.Encoder` checks before loading the model)."""
+        if backend not in _FILES:
+            raise ValueError(f"GraphEncoder runs exported graphs ({', '.join(_FILES)}), not {backend!r}")
         _check_exportable(st)
         self.st, self.backend = st, backend
         self.path = graph_path(st, backend, Path(root))
