@@ -47,7 +47,7 @@ def sample_texts(root: Path, n: int, seed: int) -> list[str]:
     from hiera.corpus.store import CorpusStore
 
     store = CorpusStore(root)
-    sep = store.rules.title_sep if store.rules else ", "
+    sep = store.title_sep
     texts = [p.titled_text(sep) for _, p in store.iter_passages()]
     store.close()
     return random.Random(seed).sample(texts, min(n, len(texts)))

@@ -157,7 +157,7 @@ def main() -> None:
             raise SystemExit(f"no reader at {args.reader}: pass --train (or train one with hiera train-reader)")
         train(args, root)
     col = Collection(root)
-    sep = col.store.rules.title_sep if col.store.rules else ", "
+    sep = col.store.title_sep
     reader = Reader(args.reader)
     read_ks = sorted({int(x) for x in args.read_ks.split(",")})
     kmax = max(read_ks)

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     train = train[:: max(1, len(train) // args.tune_questions)][: args.tune_questions] if args.tune_questions else []
     params = TUNED if args.method == "dhr" else {}
     base = get_retriever(args.method, col)
-    sep = col.store.rules.title_sep if col.store.rules else ", "
+    sep = col.store.title_sep
     t = time.perf_counter()
     runs = {}
     for split, qs in (("dev", dev), ("train", train)):

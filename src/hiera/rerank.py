@@ -117,8 +117,7 @@ class RerankRetriever:
         self.spec = base.spec  # the base method's parameters pass through unchanged
         self.defaults = {**base.defaults, "rerank_depth": depth}
         col = getattr(base, "col", None)
-        rules = col.store.rules if col is not None else None
-        self.sep = rules.title_sep if rules else ", "
+        self.sep = col.store.title_sep if col is not None else ", "
 
     def search(self, query: str, k: int = 10, level: Level | None = None, **params: Any) -> Results:
         return self.batch_search([query], k, level, **params)[0]

@@ -129,6 +129,12 @@ class CorpusStore:
         raw = self._meta("rules")
         return PassageRules.from_dict(json.loads(raw)) if raw else None
 
+    @property
+    def title_sep(self) -> str:
+        """What joins a passage's title path to its text: the ingest's rule, or the default rule's."""
+        rules = self.rules  # one read of the stored rules (each access parses them)
+        return (rules or PassageRules()).title_sep
+
     # -- writing -------------------------------------------------------
     def ingest(
         self,

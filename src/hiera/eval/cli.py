@@ -75,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if reader is not None and runs[r.name].passage_runs:
             from hiera.eval.read import read_runs
 
-            sep = col.store.rules.title_sep if col.store.rules else ", "
+            sep = col.store.title_sep
             read_m, _ = read_runs(reader, questions, runs[r.name].passage_runs, read_ks, sep=sep,
                                   progress=not args.quiet, desc=f"read {r.name}")
             runs[r.name].metrics.update(read_m)

@@ -29,7 +29,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
         from hiera.rerank import Reranker, RerankRetriever
 
         retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=max(args.rerank_depth, args.k))
-    sep = col.store.rules.title_sep if col.store.rules else ", "
+    sep = col.store.title_sep
     out = answer(retriever, reader, args.query, k=args.k, search_params=search_params[args.retriever],
                  read_params=read_params, sep=sep)
     if args.json:

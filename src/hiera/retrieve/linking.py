@@ -87,7 +87,7 @@ class LinkingRetriever(BaseRetriever):
 
             with timed(trace, "rerank", model=reranker.name, threshold=reranker.threshold) as step:
                 base = self.passage_hits(pos, bsc)
-                sep = col.store.rules.title_sep if col.store.rules else ", "
+                sep = col.store.title_sep
                 probs = reranker.score(query, [hit_input(h, sep) for h in base])
                 mixed = reranker.combine(probs, bsc)
                 order = np.argsort(-mixed, kind="stable")

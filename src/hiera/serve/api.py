@@ -670,7 +670,7 @@ def create_app(
             from hiera.read.pipeline import read_results
 
             res = r.search(q, k=k, level="passage", **params)
-            sep = service.col.store.rules.title_sep if service.col.store.rules else ", "
+            sep = service.col.store.title_sep
             return read_results(reader, res, sep, **read).to_dict()
 
         return await respond(run, ignored)

@@ -102,7 +102,7 @@ def _read_corpus(store: CorpusStore, fulltext: bool) -> dict[str, Any]:
     rows: list[int] = []
     texts: list[str] = []
     full: list[list[str]] = [[d.title] for d in docs] if fulltext else []
-    sep = store.rules.title_sep if store.rules else ", "
+    sep = store.title_sep
     for rowid, p in store.iter_passages():
         i = doc_pos[p.doc_id]
         counts[i] += 1

@@ -37,7 +37,7 @@ class PassagePool:
     def from_collection(cls, col: Collection) -> PassagePool:
         store = col.store
         docs = list(store.iter_docs())
-        sep = store.rules.title_sep if store.rules else ", "
+        sep = store.title_sep
         ids, text, inp, pdoc, psec = [], [], [], [], []
         doc_pos = {d.id: i for i, d in enumerate(docs)}
         sections: dict[tuple[int, tuple[str, ...]], int] = {}

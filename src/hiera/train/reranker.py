@@ -188,7 +188,7 @@ def calibrate_weight(
     from hiera.retrieve import get_retriever
 
     reranker = Reranker(model_dir)
-    sep = col.store.rules.title_sep if col.store.rules else ", "
+    sep = col.store.title_sep
     results = get_retriever(method, col).batch_search([q.text for q in questions], k=depth, level="passage")
     lists = []
     for q, r in zip(questions, results, strict=True):
