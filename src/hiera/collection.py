@@ -7,6 +7,7 @@ collection costs milliseconds and a server pays for what it serves only once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
@@ -194,23 +195,27 @@ class Collection:
         path = self.build_dir / "dense" / "docs-mean.faiss"
         if not path.exists():
             return None
-        return self._exact("docs-mean.f16.npy") or load_faiss(path, self.mmap)
+        return self._exact(lambda: self.doc_mean_vectors) or load_faiss(path, self.mmap)
 
     @cached_property
     def passage_faiss(self):
         self._need("dense", self.has_dense)
-        return self._exact("passages.f16.npy") or load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
+        return self._exact(lambda: self.passage_vectors) or load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
 
     @cached_property
     def doc_faiss(self):
         self._need("dense", self.has_dense)
-        return self._exact("docs.f16.npy") or load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
+        return self._exact(lambda: self.doc_vectors) or load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
 
-    def _exact(self, matrix: str) -> TorchExactIndex | None:
-        """With a torch search device, the exact index over a stored matrix stands in for the built FAISS index."""
+    def _exact(self, vectors: Callable[[], np.ndarray]) -> TorchExactIndex | None:
+        """With a torch search device, the exact index over the collection's vector matrix stands in for FAISS.
+
+        ``vectors`` is only called then (the matrix the collection already
+        holds, not a second read of its file).
+        """
         if self.search_device == "faiss":
             return None
-        return TorchExactIndex(load_matrix(self.build_dir / "dense" / matrix, mmap=True), self.search_device)
+        return TorchExactIndex(vectors(), self.search_device)
 
     def _encoder(self, level: str) -> Encoder:
         self._need("dense", self.has_dense)
