@@ -381,7 +381,7 @@ SECOND_WRITER = (
 
 
 def two_writers_trial(fx: Fixture, i: int, work: Path, env: dict[str, str], attempts: int = 5) -> tuple[bool, str]:
-    """A build; once it writes, a second writer (already started, imports done) goes: refused at once.
+    """A build; once it writes it is frozen (SIGSTOP) and a second writer (already started, imports done) goes: refused at once.
 
     Then the first is SIGKILLed and a third writer must proceed, clearing its stale lock. An attempt where the
     first writer finished before the second reached the lock proves nothing and is retried.
@@ -395,6 +395,10 @@ def two_writers_trial(fx: Fixture, i: int, work: Path, env: dict[str, str], atte
         first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while first.poll() is None and not partial_marker(root):
             time.sleep(0.001)
+        if first.poll() is None:
+            # frozen while it holds the lock: on a fast machine a small build would otherwise finish before the
+            # second writer reaches the lock, and the trial would prove nothing
+            first.send_signal(signal.SIGSTOP)
         t = time.perf_counter()
         _, err = second.communicate("go\n")
         waited = time.perf_counter() - t
