@@ -32,7 +32,7 @@ def tiny_reader(squad_tiny: tuple[Path, Path], tmp_path_factory: pytest.TempPath
 
     root, qfile = squad_tiny
     out = tmp_path_factory.mktemp("reader") / "rd"
-    args = ReaderArgs(max_steps=60, batch_size=4, learning_rate=3e-4, max_length=128, stride=32, warmup_ratio=0.0,
+    args = ReaderArgs(max_steps=30, batch_size=4, learning_rate=5e-4, max_length=96, stride=32, warmup_ratio=0.0,
                       save_steps=1000, progress=False, seed=3)
     train_reader(root, load_squad(qfile, rules=RULES), out, args, log=lambda m: None)
     return out
