@@ -27,7 +27,9 @@ part of these trials.
 Disk full is simulated with ``RLIMIT_FSIZE`` (the process may not grow a
 file past the limit; Python ignores SIGXFSZ, so the write fails with EFBIG).
 Two writers: a second writer started while the first holds the lock must be
-refused at once; after the holder is SIGKILLed, the next writer proceeds.
+refused at once; after the holder is SIGKILLed, the next writer proceeds. The
+holder is frozen (SIGSTOP) once it writes, so that the overlap does not depend
+on how fast the machine finishes a small build.
 
 The fuzz rows come from the test suite (``tests/test_fuzz_*.py``), run with
 ``--fuzz quick|big`` (hypothesis example counts per test: 40 / 400).
