@@ -221,7 +221,7 @@ class Collection:
         self._need("dense", self.has_dense)
         info = self.manifest.models[level]
         name = self._requested[level] or info["path"]
-        backend = self.backend or info.get("backend", "torch")
+        backend = self.backend or self.manifest.backend(level)
         enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False, backend=backend)
         if enc.fingerprint != info["fingerprint"]:
             raise ManifestMismatchError(

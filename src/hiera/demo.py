@@ -58,7 +58,7 @@ def ensure_demo_collection(root: Path, rebuild: bool = False, log=print, backend
     marker = root / _MARKER
     live = live_build_dir(root)
     if marker.exists() and not rebuild and live is not None:
-        built = Manifest.read(live).models.get("passage", {}).get("backend", "torch")
+        built = Manifest.read(live).backend("passage")
         if backend is None or backend == built:
             return
         log(f"  the demo collection was built with backend {built}; rebuilding with {backend}")

@@ -82,7 +82,7 @@ class BuildOptions:
         if m.models:
             opts.doc_encoder = m.models["doc"]["path"]
             opts.passage_encoder = m.models["passage"]["path"]
-            opts.backend = m.models["passage"].get("backend", "torch")
+            opts.backend = m.backend("passage")
             opts.passage_factory = m.faiss.get("passage", "Flat")
             opts.doc_factory = m.faiss.get("doc", "Flat")
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
@@ -244,7 +244,7 @@ def _build_into(
     counts = np.zeros(len(docs), dtype=np.int64)
     fulltext: list[list[str]] = [[d.title] for d in docs] if opts.bm25_doc_text == "fulltext" else []
     rules = store.rules
-    sep = rules.title_sep if rules else ", "
+    sep = store.title_sep
     for rowid, p in store.iter_passages():
         i = doc_pos[p.doc_id]
         counts[i] += 1
@@ -359,9 +359,8 @@ def _vectors(
 
 def _same_vectors(previous: Manifest, level: str, enc: Encoder) -> bool:
     """Whether the previous build's ``level`` vectors are what ``enc`` would make: same model, same backend."""
-    info = previous.models.get(level, {})
-    return (not previous.shards and info.get("fingerprint") == enc.fingerprint
-            and info.get("backend", "torch") == enc.backend)
+    return (not previous.shards and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint
+            and previous.backend(level) == enc.backend)
 
 
 def _faiss_for(

@@ -78,6 +78,14 @@ class Manifest:
                 del d[key]
         return d
 
+    def backend(self, level: str) -> str | None:
+        """The encoder backend ``level``'s vectors were made with; None without dense vectors at that level.
+
+        Builds made before backends were recorded ran torch.
+        """
+        info = self.models.get(level)
+        return None if info is None else str(info.get("backend", "torch"))
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
         known = set(cls.__dataclass_fields__)

@@ -317,7 +317,7 @@ class Service:
             "warm": self.warm,
             "stats": self.col.store.stats(),
             "models": {level: {"name": info.get("name"), "fingerprint": str(info.get("fingerprint", ""))[:12],
-                              "backend": info.get("backend", "torch")}
+                              "backend": m.backend(level)}
                        for level, info in m.models.items()},
             "retrievers": list(self.available),
             "search_device": self.col.search_device,
