@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -95,6 +96,8 @@ def ensure_classifier(train: Path, args: argparse.Namespace) -> dict[str, Any]:
             print(f"reusing {CLASSIFIER} (--retrain to train it again)")
             return report
         print(f"{CLASSIFIER} was trained on other queries: training again")
+    if args.retrain:  # its checkpoints would be resumed: --retrain means from the base model
+        shutil.rmtree(CLASSIFIER.with_name(CLASSIFIER.name + ".work"), ignore_errors=True)
     cargs = ClassifierArgs(
         max_minutes=args.max_minutes, epochs=args.epochs, seed=args.seed, max_length=args.max_length, progress=False
     )

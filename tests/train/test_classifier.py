@@ -85,6 +85,14 @@ def test_train_classifier_cli_then_tune_then_search(quest: dict, tmp_path: Path,
     assert p.shape == (2,) and np.all((p >= 0) & (p <= 1))
     assert clf.score("German architects", ["a"], ["(cached: not read)"])[0] == pytest.approx(p[0])
 
+    # the same --out with another recipe: the finished run's checkpoint is not resumed (it would end the run at once)
+    assert (tmp_path / "clf.work" / "checkpoints" / "checkpoint-2").is_dir()
+    rc = main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
+               "--out", str(out), "--max-steps", "2", "--batch-size", "4", "--negatives", "4", "--max-length", "48",
+               "--lr", "1e-4", "--quiet"])
+    again = json.loads(capsys.readouterr().out)
+    assert rc == 0 and again["train"]["resumed_from"] is None and again["train"]["steps"] == 2
+
     rc = main(["sets", "tune", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
                "--classifier", str(out), "--set", "candidates=5", "--quiet"])
     tuned = json.loads(capsys.readouterr().out)

@@ -37,11 +37,13 @@ from hiera.io import write_json_atomic
 from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
-    last_checkpoint,
     peak_rss_mb,
     publish,
     questions_digest,
     require_training_libs,
+    resume_point,
+    rows_digest,
+    run_key,
     sample_questions,
     time_budget_callback,
     training_kwargs,
@@ -117,7 +119,7 @@ def fit(
     trainer = SentenceTransformerTrainer(
         model=model, args=training_arguments(args, ckpt_dir), train_dataset=dataset, loss=loss, callbacks=callbacks
     )
-    resume = last_checkpoint(ckpt_dir)
+    resume = resume_point(ckpt_dir, run_key(args.to_dict(), rows_digest(rows)), log)
     if resume:
         log(f"resuming from {resume}")
     t = time.perf_counter()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import resource
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
+from hiera.io import write_json_atomic
 
 
 def require_training_libs() -> None:
@@ -51,6 +53,62 @@ def last_checkpoint(folder: Path) -> str | None:
         if p.name.startswith("checkpoint-") and p.name[11:].isdigit() and (p / "trainer_state.json").exists():
             cands.append((int(p.name[11:]), p))
     return str(max(cands)[1]) if cands else None
+
+
+# What may differ between a run and its resumption: its length and budget (an interrupted or budget-stopped run
+# resumed with more steps continues it) and the display; not the data or the recipe.
+RESUMABLE_FIELDS = ("max_minutes", "max_steps", "epochs", "progress", "save_steps")
+RUN_KEY_FILE = "run-key.json"
+
+
+def run_key(args: dict[str, Any], *data: Any) -> str:
+    """A digest of a run's arguments (less :data:`RESUMABLE_FIELDS`) and of what it trains on."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in args.items() if k not in RESUMABLE_FIELDS}, sort_keys=True,
+                                  default=str).encode())
+    for part in data:
+        h.update(b"\x00" + json.dumps(part, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def pairs_digest(pairs: Sequence[tuple[str, str]], labels: Sequence[float]) -> str:
+    """What a cross-encoder run trains on, in 16 hex digits (pairs and labels, in order)."""
+    h = hashlib.sha256()
+    for (a, b), y in zip(pairs, labels, strict=True):
+        h.update(f"{a}\x00{b}\x00{y}\x01".encode())
+    return h.hexdigest()[:16]
+
+
+def rows_digest(rows: dict[str, list[str]]) -> str:
+    """What a bi-encoder run trains on, in 16 hex digits (every column, in order)."""
+    h = hashlib.sha256()
+    for name in sorted(rows):
+        h.update(name.encode() + b"\x02")
+        for text in rows[name]:
+            h.update(text.encode() + b"\x00")
+    return h.hexdigest()[:16]
+
+
+def resume_point(folder: Path, key: str, log: Callable[[str], None] = print) -> str | None:
+    """The checkpoint to resume from, only when ``folder``'s checkpoints belong to the run ``key`` names.
+
+    Resuming another run's checkpoint (other training data or arguments under
+    the same ``--out``) would silently continue the wrong model, and a finished
+    run's last checkpoint would end the new run at once; such checkpoints are
+    removed, and the key is written before the first one is saved.
+    """
+    marker = folder / RUN_KEY_FILE
+    try:
+        old = json.loads(marker.read_text(encoding="utf-8")).get("key") if marker.exists() else None
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if old == key:
+        return last_checkpoint(folder)
+    if folder.exists() and any(p.name.startswith("checkpoint-") for p in folder.iterdir()):
+        log(f"{folder} holds checkpoints of another run (other data or arguments): starting afresh")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(marker, {"key": key})
+    return None
 
 
 def time_budget_callback(max_minutes: float | None) -> list[Any]:

@@ -39,10 +39,12 @@ from hiera.read.model import new_reader_model, save_reader
 from hiera.train import negatives as neg
 from hiera.train.args import ReaderArgs
 from hiera.train.common import (
-    last_checkpoint,
     peak_rss_mb,
     publish,
+    questions_digest,
     require_training_libs,
+    resume_point,
+    run_key,
     run_report,
     sample_questions,
     time_budget_callback,
@@ -214,7 +216,8 @@ def train_reader(
     )
     callbacks = time_budget_callback(args.max_minutes)
     trainer = Trainer(model=model, args=targs, train_dataset=_Groups(groups), data_collator=collate, callbacks=callbacks)
-    resume = last_checkpoint(work / "checkpoints")
+    key = run_key(args.to_dict(), col.store.version, questions_digest(qs), len(groups))
+    resume = resume_point(work / "checkpoints", key, log)
     if resume:
         log(f"resuming from {resume}")
     t = time.perf_counter()

@@ -33,10 +33,12 @@ from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
-    last_checkpoint,
+    pairs_digest,
     peak_rss_mb,
     publish,
     require_training_libs,
+    resume_point,
+    run_key,
     run_report,
     sample_questions,
     time_budget_callback,
@@ -319,7 +321,7 @@ def fit_cross_encoder(
         loss=BinaryCrossEntropyLoss(model),
         callbacks=callbacks,
     )
-    resume = last_checkpoint(work / "checkpoints")
+    resume = resume_point(work / "checkpoints", run_key(args.to_dict(), pairs_digest(train_pairs, train_labels)), log)
     if resume:
         log(f"resuming from {resume}")
     t = time.perf_counter()
