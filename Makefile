@@ -8,14 +8,23 @@ STAMP  := $(VENV)/.hiera-installed
 
 .PHONY: demo test test-all lint bench clean constraints
 
-# pip byte-compiles what it installs (67 of the install's 136 s on 2 cores). Keep it: with --no-compile and
-# PYTHONDONTWRITEBYTECODE=1 (set on this machine and in CI) every process imports from source, which made
-# imports 2× slower and the suite 12:05 instead of about 10:30 on CI.
+EXTRAS := data,test,train,bench,sets,link,ray,fast
+# uv installs the same pins as pip in 88 s instead of about 150 (parallel downloads and byte-compiling on 2 cores);
+# torch 2.13.0+cpu comes from pip's find-links (PIP_FIND_LINKS or pip's config), which uv does not read by itself.
+# Without find-links (uv would take the CUDA torch from PyPI) or without uv (not installable, or it fails) pip
+# does the same install.
+FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+# Byte-compile what is installed (uv --compile-bytecode; pip does by default): with PYTHONDONTWRITEBYTECODE=1 (set
+# on this machine and in CI) nothing else ever compiles it, and importing from source made imports 2× slower and
+# the suite 12:05 instead of about 10:30 on CI.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e ".[data,test,train,bench,sets,link,ray,fast]"
+	( [ -n "$(FIND_LINKS)" ] && $(BIN)/pip install -q -c constraints.txt uv && \
+		UV_FIND_LINKS="$(FIND_LINKS)" $(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode \
+		-c constraints.txt torch==2.13.0 -e ".[$(EXTRAS)]" ) || \
+	( echo "uv unavailable: installing with pip" && $(BIN)/pip install -q --upgrade pip && \
+		$(BIN)/pip install -q -c constraints.txt torch==2.13.0 && \
+		$(BIN)/pip install -q -c constraints.txt -e ".[$(EXTRAS)]" )
 	touch $(STAMP)
 
 # After a deliberate upgrade in .venv: pin constraints.txt to it (its header comment is kept).

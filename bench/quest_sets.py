@@ -37,7 +37,12 @@ computed once per query and system (the plans), so tuning and the two
 reports cost only set algebra. Also reported: the parser's template accuracy
 on dev and on the QUEST paper's examples.
 
-    python -m bench.quest_sets [--candidates 50] [--max-minutes 20] [--retrain]
+    python -m bench.quest_sets [--candidates 50] [--max-minutes 20] [--retrain] [--reuse-plans]
+
+The plans (every score of every query) are saved in ``bench/work/quest_sets``;
+``--reuse-plans`` reads them back when the classifier, the dev file and the
+candidate count are the same, so the thresholds and the report can be redone
+in seconds.
 
 Writes ``bench/out/quest_sets.json``.
 """
@@ -113,6 +118,44 @@ def plans_for(retriever: Any, queries: Sequence[Any], label: str, **params: Any)
     return out, (time.perf_counter() - t) / len(queries)
 
 
+PLAN_FIELDS = ("query", "roles", "candidates", "pool", "scores", "classifier", "titles", "lexical", "probabilities")
+
+
+def plan_record(plan: Any) -> dict[str, Any]:
+    """What the report reads of a plan, as JSON (its parse is not kept)."""
+    from hiera.sets.expr import to_json
+
+    return {"expr": to_json(plan.expr), **{f: getattr(plan, f) for f in PLAN_FIELDS}}
+
+
+def plan_from(rec: dict[str, Any]) -> Any:
+    from hiera.retrieve.sets import SetPlan
+    from hiera.sets.expr import from_json
+
+    return SetPlan(expr=from_json(rec["expr"]), parse=None, **{f: rec[f] for f in PLAN_FIELDS})
+
+
+def cached_plans(
+    key: dict[str, Any], reuse: bool, make: Any, label: str
+) -> tuple[list[Any], float]:
+    """``make()``'s plans, or (``--reuse-plans``) the ones a run with the same ``key`` saved.
+
+    The key names the classifier's report, the dev file and the candidate count, not the retriever's code:
+    reuse is for re-reading one run's scores (thresholds, report), and is off by default.
+    """
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = HERE / f"plans-{label.replace(' ', '-')}-{digest}.json"
+    if reuse and path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        print(f"  {label}: reusing {path}")
+        return [plan_from(r) for r in data["plans"]], data["seconds_per_query"]
+    plans, secs = make()
+    from hiera.io import write_json_atomic
+
+    write_json_atomic(path, {"key": key, "seconds_per_query": secs, "plans": [plan_record(x) for x in plans]})
+    return plans, secs
+
+
 def rankings(col: Any, name: str, queries: Sequence[Any]) -> list[list[str]]:
     from hiera.eval.metrics import distinct
     from hiera.retrieve import get_retriever
@@ -146,6 +189,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--retrain", action="store_true")
     ap.add_argument("--name", default="quest_sets")
+    ap.add_argument("--reuse-plans", action="store_true",
+                    help="read the scores a run with the same classifier saved (bench/work/quest_sets/plans-*.json)")
     ap.add_argument("--build-only", action="store_true", help="only ingest and build bench/work/ovos")
     args = ap.parse_args()
 
@@ -178,8 +223,11 @@ def main() -> None:
 
     # -- plans: every score, once per query and system --------------------------------------
     r = SetsRetriever(col, classifier=str(CLASSIFIER), candidates=args.candidates)
-    dec, dec_s = plans_for(r, dev, "sets")
-    whole, whole_s = plans_for(r, dev, "whole query", decompose=False)
+    key = {"classifier": report.get("queries_digest"), "trained": report.get("train", {}).get("seconds"),
+           "dev": hashlib.sha1(dev_path.read_bytes()).hexdigest(), "candidates": args.candidates}
+    dec, dec_s = cached_plans(key, args.reuse_plans, lambda: plans_for(r, dev, "sets"), "sets")
+    whole, whole_s = cached_plans(key, args.reuse_plans, lambda: plans_for(r, dev, "whole query", decompose=False),
+                                  "whole query")
 
     # -- tuning on the tune split -----------------------------------------------------------
     tune = idx["tune"]
@@ -190,7 +238,8 @@ def main() -> None:
     write_thresholds(CLASSIFIER, thresholds_from(t_dec, CLASSIFIER, meta))
     write_thresholds(CLASSIFIER, thresholds_from(t_whole, CLASSIFIER, meta))
     bare = SetsRetriever(col, candidates=args.candidates)
-    nocl, _ = plans_for(bare, dev, "sets without a classifier")
+    nocl, _ = cached_plans({**key, "classifier": None}, args.reuse_plans,
+                           lambda: plans_for(bare, dev, "sets without a classifier"), "no classifier")
     t_nocl = tune_blend([nocl[i] for i in tune], [golds[i] for i in tune], weights=(0.0,))
     for label, t in (("sets", t_dec), ("sets, classifier only", t_pure), ("whole query", t_whole),
                      ("sets without a classifier", t_nocl)):
