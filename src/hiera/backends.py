@@ -32,7 +32,6 @@ exporting at once, or a killed export, never leave a half-written graph.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from hiera.errors import HieraError
+from hiera.io import write_atomic
 
 BACKENDS: dict[str, str] = {
     "auto": "the fastest installed backend whose vectors equal torch's: onnx, else openvino, else torch",
@@ -113,13 +113,7 @@ def _atomic(target: Path, write: Callable[[Path], None]) -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return write_atomic(target, write)
 
 
 def _export(st: Any, out: Path) -> None:

@@ -9,18 +9,38 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
+def write_atomic(target: Path, write: Callable[[Path], None]) -> Path:
+    """``write(tmp)`` to a temporary name beside ``target``, then rename it over ``target``.
+
+    The name is unique to the process and the moment, so two writers of one
+    target never write into the same temporary file (the last rename wins, whole);
+    a failed ``write`` leaves no temporary file behind.
+    """
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON beside ``path``, fsync it, then rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+
+    def dump(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    write_atomic(Path(path), dump)
 
 
 def fsync_dir(path: Path) -> None:

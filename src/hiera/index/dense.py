@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hiera.errors import BadInputError
+from hiera.io import write_atomic
 
 
 @functools.cache
@@ -86,9 +87,7 @@ def set_search_params(index, ef_search: int = 128, nprobe: int = 32) -> None:
 
 def save_faiss(index, path: Path) -> None:
     faiss = faiss_module()
-    tmp = path.with_name(path.name + ".tmp")
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: faiss.write_index(index, str(tmp)))
 
 
 def load_faiss(path: Path, mmap: bool = True):

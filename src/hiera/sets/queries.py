@@ -38,6 +38,7 @@ from typing import Any
 
 from hiera.corpus.readers.base import json_objects
 from hiera.errors import BadInputError, BadRecordError
+from hiera.io import write_atomic
 from hiera.sets.expr import Expr, from_template, marked_atoms
 
 # The fields of QUEST's ``ExampleMetadata`` (language/quest/common/example_utils.py).
@@ -226,17 +227,15 @@ def write_predictions(path: str | Path, preds: Iterable[Prediction]) -> int:
         if r["query"] in seen:
             raise BadInputError(f"query {r['query']!r} is predicted twice (QUEST keys predictions by query text)")
         seen.add(r["query"])
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+
+    def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             for r in records:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    write_atomic(path, write)
     return len(records)
 
 

@@ -27,7 +27,7 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.index.bm25 import Bm25Index
-from hiera.io import write_json_atomic
+from hiera.io import write_atomic, write_json_atomic
 from hiera.train import negatives as neg
 from hiera.train.pool import PassagePool
 
@@ -230,12 +230,14 @@ def choose_negatives(
 
 def save_examples(path: Path, examples: Sequence[Example], meta: dict[str, Any]) -> None:
     """JSON lines: a header with ``meta`` (corpus version, level, kinds), then one example per line."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"meta": meta}) + "\n")
-        for ex in examples:
-            f.write(json.dumps(asdict(ex)) + "\n")
-    tmp.replace(path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"meta": meta}) + "\n")
+            for ex in examples:
+                f.write(json.dumps(asdict(ex)) + "\n")
+
+    write_atomic(path, write)
 
 
 def load_examples(path: Path, expect: dict[str, Any]) -> list[Example] | None:
