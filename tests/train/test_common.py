@@ -50,3 +50,15 @@ def test_run_key_follows_the_recipe_and_the_data_not_the_budget():
     pairs = [("q", "doc a"), ("q", "doc b")]
     assert pairs_digest(pairs, [1.0, 0.0]) != pairs_digest(pairs, [0.0, 1.0])
     assert rows_digest({"anchor": ["x"], "positive": ["y"]}) != rows_digest({"anchor": ["y"], "positive": ["x"]})
+
+
+def test_holdout_is_seeded_ordered_and_keeps_a_lone_item():
+    from hiera.train.common import holdout
+
+    items = [f"q{i}" for i in range(20)]
+    kept, held = holdout(items, 0.25, seed=7)
+    assert len(held) == 5 and sorted(kept + held) == sorted(items)
+    assert kept == [x for x in items if x in kept] and held == [x for x in items if x in held]  # original order
+    assert holdout(items, 0.25, seed=7) == (kept, held) and holdout(items, 0.25, seed=8) != (kept, held)
+    assert holdout(items, 0.01, seed=7)[1] and holdout(items, 0.0, seed=7) == (items, [])
+    assert holdout(["only"], 0.5, seed=7) == (["only"], [])  # a lone question trains; nothing to calibrate on

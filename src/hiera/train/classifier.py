@@ -71,7 +71,7 @@ from hiera.sets.expr import And, Atom, Diff, Expr, Or, atoms
 from hiera.sets.parser import SetParser, get_parser
 from hiera.sets.queries import SetQuery
 from hiera.train.args import ClassifierArgs
-from hiera.train.common import require_training_libs
+from hiera.train.common import holdout, require_training_libs
 from hiera.train.reranker import fit_cross_encoder
 
 Relation = Literal["in", "out", "within"]
@@ -311,13 +311,8 @@ def classifier_pairs(
 
 def split_units(labels: dict[str, Labels], fraction: float, seed: int) -> tuple[dict[str, Labels], dict[str, Labels]]:
     """A seeded ``fraction`` of the units held out (at least one when ``fraction`` > 0 and there are two)."""
-    names = sorted(labels)
-    if fraction <= 0 or len(names) < 2:
-        return labels, {}
-    rng = random.Random(seed)
-    rng.shuffle(names)
-    n_dev = max(1, int(round(len(names) * fraction)))
-    dev = set(names[:n_dev])
+    _, held = holdout(sorted(labels), fraction, seed)
+    dev = set(held)
     return {n: labels[n] for n in labels if n not in dev}, {n: labels[n] for n in labels if n in dev}
 
 

@@ -10,11 +10,13 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
+
+T = TypeVar("T")
 
 
 def require_training_libs() -> None:
@@ -35,6 +37,21 @@ def sample_questions(questions: Sequence[Question], limit: int | None, seed: int
         return qs
     keep = sorted(random.Random(seed).sample(range(len(qs)), limit))
     return [qs[i] for i in keep]
+
+
+def holdout(items: Sequence[T], fraction: float, seed: int) -> tuple[list[T], list[T]]:
+    """(kept, held out): a seeded ``fraction`` of ``items`` held out, both in their original order.
+
+    At least one item is held out when ``fraction`` > 0, and none when there are
+    fewer than two (a lone item trains). The same seed and length hold out the
+    same positions on every run, so a resumed run calibrates on the same items.
+    """
+    if fraction <= 0 or len(items) < 2:
+        return list(items), []
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    held = set(order[: max(1, int(round(len(items) * fraction)))])
+    return [x for i, x in enumerate(items) if i not in held], [x for i, x in enumerate(items) if i in held]
 
 
 def questions_digest(questions: Sequence[Question]) -> str:

@@ -33,6 +33,7 @@ from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
+    holdout,
     pairs_digest,
     peak_rss_mb,
     publish,
@@ -163,12 +164,7 @@ def split_questions(
     qs = sample_questions(questions, args.max_examples, args.seed)
     if dev_questions is not None:
         return qs, list(dev_questions)
-    rng = random.Random(args.seed)
-    order = list(range(len(qs)))
-    rng.shuffle(order)
-    n_dev = max(1, int(round(len(qs) * args.dev_fraction))) if args.dev_fraction > 0 else 0
-    dev_idx = set(order[:n_dev])
-    return [q for i, q in enumerate(qs) if i not in dev_idx], [q for i, q in enumerate(qs) if i in dev_idx]
+    return holdout(qs, args.dev_fraction, args.seed)
 
 
 WEIGHT_GRID = tuple(i / 10 for i in range(11))
