@@ -53,7 +53,6 @@ validation queries).
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -71,7 +70,7 @@ from hiera.sets.expr import And, Atom, Diff, Expr, Or, atoms
 from hiera.sets.parser import SetParser, get_parser
 from hiera.sets.queries import SetQuery
 from hiera.train.args import ClassifierArgs
-from hiera.train.common import holdout, require_training_libs
+from hiera.train.common import digest, holdout, require_training_libs
 from hiera.train.reranker import fit_cross_encoder
 
 Relation = Literal["in", "out", "within"]
@@ -318,10 +317,7 @@ def split_units(labels: dict[str, Labels], fraction: float, seed: int) -> tuple[
 
 def queries_digest(queries: Sequence[SetQuery]) -> str:
     """What the classifier was trained on, in 16 hex digits (query texts and gold titles, in order)."""
-    h = hashlib.sha256()
-    for q in queries:
-        h.update(q.query.encode("utf-8") + b"\x00" + "\x01".join(q.docs).encode("utf-8") + b"\x00")
-    return h.hexdigest()[:16]
+    return digest(q.query + "\x00" + "\x01".join(q.docs) + "\x00" for q in queries)
 
 
 def train_classifier(

@@ -8,7 +8,7 @@ import random
 import resource
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,11 +54,16 @@ def holdout(items: Sequence[T], fraction: float, seed: int) -> tuple[list[T], li
     return [x for i, x in enumerate(items) if i not in held], [x for i, x in enumerate(items) if i in held]
 
 
-def questions_digest(questions: Sequence[Question]) -> str:
+def digest(chunks: Iterable[str | bytes]) -> str:
+    """16 hex digits of SHA-256 over ``chunks`` in order: what a run, a cache or a model was made from."""
     h = hashlib.sha256()
-    for q in questions:
-        h.update(f"{q.id}\x00{q.text}\x00".encode())
+    for c in chunks:
+        h.update(c.encode() if isinstance(c, str) else c)
     return h.hexdigest()[:16]
+
+
+def questions_digest(questions: Sequence[Question]) -> str:
+    return digest(f"{q.id}\x00{q.text}\x00" for q in questions)
 
 
 def last_checkpoint(folder: Path) -> str | None:
@@ -80,29 +85,19 @@ RUN_KEY_FILE = "run-key.json"
 
 def run_key(args: dict[str, Any], *data: Any) -> str:
     """A digest of a run's arguments (less :data:`RESUMABLE_FIELDS`) and of what it trains on."""
-    h = hashlib.sha256(json.dumps({k: v for k, v in args.items() if k not in RESUMABLE_FIELDS}, sort_keys=True,
-                                  default=str).encode())
-    for part in data:
-        h.update(b"\x00" + json.dumps(part, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
+    kept = {k: v for k, v in args.items() if k not in RESUMABLE_FIELDS}
+    return digest([json.dumps(kept, sort_keys=True, default=str),
+                   *("\x00" + json.dumps(part, sort_keys=True, default=str) for part in data)])
 
 
 def pairs_digest(pairs: Sequence[tuple[str, str]], labels: Sequence[float]) -> str:
-    """What a cross-encoder run trains on, in 16 hex digits (pairs and labels, in order)."""
-    h = hashlib.sha256()
-    for (a, b), y in zip(pairs, labels, strict=True):
-        h.update(f"{a}\x00{b}\x00{y}\x01".encode())
-    return h.hexdigest()[:16]
+    """What a cross-encoder run trains on (pairs and labels, in order)."""
+    return digest(f"{a}\x00{b}\x00{y}\x01" for (a, b), y in zip(pairs, labels, strict=True))
 
 
 def rows_digest(rows: dict[str, list[str]]) -> str:
-    """What a bi-encoder run trains on, in 16 hex digits (every column, in order)."""
-    h = hashlib.sha256()
-    for name in sorted(rows):
-        h.update(name.encode() + b"\x02")
-        for text in rows[name]:
-            h.update(text.encode() + b"\x00")
-    return h.hexdigest()[:16]
+    """What a bi-encoder run trains on (every column, in order)."""
+    return digest(chunk for name in sorted(rows) for chunk in (name + "\x02", *(t + "\x00" for t in rows[name])))
 
 
 def resume_point(folder: Path, key: str, log: Callable[[str], None] = print) -> str | None:

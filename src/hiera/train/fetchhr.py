@@ -25,7 +25,6 @@ passage encoder's fingerprint, which the retriever checks.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -45,7 +44,7 @@ from hiera.eval.questions import Question
 from hiera.fetchhr.layers import parse_layers
 from hiera.fetchhr.model import FetchHRModel, HeadConfig, LayerStates, encoder_record
 from hiera.io import write_json_atomic
-from hiera.train.common import peak_rss_mb, publish, questions_digest, sample_questions
+from hiera.train.common import digest, peak_rss_mb, publish, questions_digest, sample_questions
 from hiera.train.examples import Example, build_examples, choose_negatives, load_examples, save_examples
 from hiera.train.pool import PassagePool
 
@@ -184,7 +183,7 @@ def lr_lambda(total: int, warmup: int) -> Callable[[int], float]:
 
 
 def _key(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest([json.dumps(parts, sort_keys=True, default=str)])
 
 
 # -- the run -------------------------------------------------------------------------------------------------
