@@ -62,7 +62,7 @@ import psutil
 from tqdm import tqdm
 
 from bench.common import WORK, Report, data_dir, table
-from hiera.index.dense import faiss_module, faiss_search, set_search_params
+from hiera.index.dense import faiss_module, faiss_search, save_faiss, set_search_params
 from hiera.index.select import concat_ranges, topk
 from hiera.retrieve.fusion import dhr_score
 
@@ -244,9 +244,7 @@ def hnsw_index(
     build_s = time.perf_counter() - t
     faiss.omp_set_num_threads(args.search_threads)
     set_search_params(index)
-    tmp = path.with_name(path.name + ".tmp")
-    faiss.write_index(index, str(tmp))
-    tmp.replace(path)
+    save_faiss(index, path)
     meta.write_text(
         json.dumps(
             {

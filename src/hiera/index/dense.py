@@ -13,7 +13,6 @@ with one matrix product.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -117,13 +116,15 @@ def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16, chunk_rows: i
     map kills the process with SIGBUS, where ``write`` fails with ENOSPC,
     which the build reports in one line.
     """
-    tmp = path.with_name(path.name + ".tmp.npy")
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": vectors.shape}
-    with open(tmp, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, header)
-        for start in range(0, len(vectors), chunk_rows):
-            fh.write(np.ascontiguousarray(vectors[start : start + chunk_rows], dtype=dtype).tobytes())
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, header)
+            for start in range(0, len(vectors), chunk_rows):
+                fh.write(np.ascontiguousarray(vectors[start : start + chunk_rows], dtype=dtype).tobytes())
+
+    write_atomic(path, write)
 
 
 def load_matrix(path: Path, mmap: bool = True) -> np.ndarray:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.fetchhr.layers import parse_layers
 from hiera.fetchhr.model import FetchHRModel, HeadConfig, LayerStates, encoder_record
-from hiera.io import write_json_atomic
+from hiera.io import write_atomic, write_json_atomic
 from hiera.train.common import digest, peak_rss_mb, publish, questions_digest, sample_questions
 from hiera.train.examples import Example, build_examples, choose_negatives, load_examples, save_examples
 from hiera.train.pool import PassagePool
@@ -148,12 +147,16 @@ def compute_states(
                 chunks[n].append(states[n][i][m[i]].numpy().astype(np.float16))
     offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     for n in layers:
-        tmp = folder / f"states-L{n}.tmp.npy"
-        np.save(tmp, np.concatenate(chunks[n]))
-        os.replace(tmp, folder / f"states-L{n}.npy")
+        matrix = np.concatenate(chunks[n])
+        write_atomic(folder / f"states-L{n}.npy", lambda tmp, m=matrix: _save_npy(tmp, m))
     np.save(folder / "offsets.npy", offsets)
     write_json_atomic(stamp, {"key": key, "questions": len(texts), "layers": list(layers)})
     return StateStore(folder, layers)
+
+
+def _save_npy(path: Path, matrix: np.ndarray) -> None:
+    with open(path, "wb") as fh:  # through a handle: np.save would add ".npy" to a temporary name
+        np.save(fh, matrix)
 
 
 def contrastive_loss(q: Any, cands: Any, cand_ids: Any, n_pos: int, scale: float) -> Any:
@@ -270,10 +273,9 @@ def train_fetchhr(
             log(f"{ckpt} belongs to another setup; starting over")
 
     def save_checkpoint() -> None:
-        tmp = work / (CHECKPOINT + ".tmp")
-        torch.save({"key": run_key, "heads": heads.state_dict(), "opt": opt.state_dict(),
-                    "sched": sched.state_dict(), "rng": torch.get_rng_state(), "step": step}, tmp)
-        os.replace(tmp, ckpt)
+        state = {"key": run_key, "heads": heads.state_dict(), "opt": opt.state_dict(),
+                 "sched": sched.state_dict(), "rng": torch.get_rng_state(), "step": step}
+        write_atomic(ckpt, lambda tmp: torch.save(state, tmp))
 
     heads.train()
     losses: list[float] = []
