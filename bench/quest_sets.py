@@ -54,7 +54,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -136,7 +136,7 @@ def plan_from(rec: dict[str, Any]) -> Any:
 
 
 def cached_plans(
-    key: dict[str, Any], reuse: bool, make: Any, label: str
+    key: dict[str, Any], reuse: bool, make: Callable[[], tuple[list[Any], float]], label: str
 ) -> tuple[list[Any], float]:
     """``make()``'s plans, or (``--reuse-plans``) the ones a run with the same ``key`` saved.
 
