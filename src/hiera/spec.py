@@ -394,9 +394,15 @@ METHODS: dict[str, MethodSpec] = {
                 Param("coarse_depth", "int", 200,
                       "linking: passages of the linked documents the BM25 coarse filter keeps for the reranker",
                       min=1, max=10_000),
+                Param("link_weight", "float", 0.33,
+                      "linking: weight of the document's link score in the coarse order, (1 - w) * BM25/max + "
+                      "w * link score (0: BM25 alone; 0.33 measured on HotpotQA dev)", min=0.0, max=1.0),
                 Param("reranker", "path", None,
                       "linking: cross-encoder directory (hiera train-reranker) for the fine ranking; without one "
-                      "the coarse BM25 order stands"),
+                      "the coarse order stands"),
+                Param("hop_slot", "int", 2,
+                      "linking: rank by which a passage of a bridge-linked (second-hop) document must appear; the "
+                      "best one moves up to it when none is there (0: off)", min=0, max=1000),
                 Param("decomposer", "str", "rules",
                       "linking: who writes the sub-questions: rules (dependency parse), none, or endpoint "
                       "(decomposer_url)", choices=LINK_DECOMPOSERS),

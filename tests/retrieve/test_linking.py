@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 import helpers
+import numpy as np
 import pytest
 
 from hiera.cli import main
@@ -25,7 +26,7 @@ from hiera.retrieve import get_retriever
 
 N_QUESTIONS = 6
 STEPS = ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition", "decomposition-linking",
-         "linked-documents", "coarse-filter", "rerank"]
+         "linked-documents", "coarse-filter", "rerank", "hop-slot"]
 ALIAS = "Shirley Jane Temple"  # a redirect the sample does not contain
 
 
@@ -88,11 +89,56 @@ def test_full_pipeline_returns_a_complete_trace(col: Collection, sample: tuple[P
         coarse = step(res, "coarse-filter")
         assert coarse["documents"] == linked["documents"] and coarse["kept"] == min(coarse["passages"], 200)
         assert step(res, "rerank")["model"] is None and "no reranker" in step(res, "rerank")["note"]
-        # hits come from linked documents only, in coarse BM25 order, each saying why
+        # hits come from linked documents only, in the coarse order (but for the hop slot), each saying why
         assert res.hits and all(h.title in titles for h in res)
-        assert [h.stages["bm25"].rank for h in res] == list(range(1, len(res) + 1))
+        ranks = [h.stages["coarse"].rank for h in res]
+        hop = step(res, "hop-slot")
+        if "moved" in hop:
+            m = hop["moved"]
+            assert m["to_rank"] == 2 < m["from_rank"] and res.hits[1].passage_id == m["passage_id"]
+            assert m["title"] in bridged and not bridged & {h.title for h in res.hits[:1]}
+            assert ranks.pop(1) == m["from_rank"]
+        assert ranks == sorted(ranks)
+        assert [h.score for h in res] == sorted((h.score for h in res), reverse=True)
         assert all(h.stages["link"].rank >= 1 for h in res)
     assert both >= N_QUESTIONS - 2, both
+
+
+def test_link_weight_and_hop_slot(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    r = get_retriever("linking", col)
+    moved = 0
+    for q in sample[1]:
+        plain = r.search(q["text"], k=30, link_weight=0.0, hop_slot=0)
+        assert [h.stages["bm25"].rank for h in plain] == list(range(1, len(plain) + 1))  # the paper's BM25 order
+        assert step(plain, "hop-slot")["note"] == "off (hop_slot=0)"
+        fused = r.search(q["text"], k=30, hop_slot=0)
+        # the same passages; where two differ in BM25, the one with the better link score may pass it
+        assert sorted(h.passage_id for h in fused) == sorted(h.passage_id for h in plain)
+        for a, b in zip(fused.hits, fused.hits[1:], strict=False):
+            assert a.stages["bm25"].score >= b.stages["bm25"].score or a.stages["link"].score > b.stages["link"].score
+        slotted = r.search(q["text"], k=30, hop_slot=3)
+        hop = step(slotted, "hop-slot")
+        if "moved" in hop:
+            moved += 1
+            assert hop["moved"]["to_rank"] == 3 and slotted.hits[2].passage_id == hop["moved"]["passage_id"]
+            assert [h.passage_id for h in slotted.hits[:2]] == [h.passage_id for h in fused.hits[:2]]
+            assert fused.hits[hop["moved"]["from_rank"] - 1].passage_id == hop["moved"]["passage_id"]
+        else:
+            assert [h.passage_id for h in slotted] == [h.passage_id for h in fused]
+    assert moved >= 1  # the second hop is buried below rank 3 for some of these questions
+
+
+def test_hop_slot_rule() -> None:
+    from types import SimpleNamespace
+
+    from hiera.retrieve.linking import hop_slot
+
+    src = {1: [SimpleNamespace(source="entity")], 2: [SimpleNamespace(source="event"), SimpleNamespace(source="bridge")]}
+    docs = np.array([1, 1, 1, 2, 2])
+    assert hop_slot(docs, src, 2)[0] == (3, 1)
+    assert hop_slot(docs, src, 4)[0] is None and "already at rank 4" in hop_slot(docs, src, 4)[1]
+    assert hop_slot(docs, src, 0)[0] is None
+    assert hop_slot(np.array([1, 1]), src, 1) == (None, "no passage of a bridge-linked document to move")
 
 
 def test_reranker_orders_the_coarse_passages(col: Collection, sample: tuple[Path, list[dict]]) -> None:
