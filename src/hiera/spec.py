@@ -349,7 +349,14 @@ METHODS: dict[str, MethodSpec] = {
                       "fetchhr: the layers that retrieve, like 1-6 or 1,3,6 (default: every layer with a head)"),
                 Param("k_per_layer", "str", None,
                       "fetchhr: passages each layer fetches, one number or one per layer like 5,5,20 "
-                      "(default: k split evenly over the layers)"),
+                      "(default: k split by last_share)"),
+                Param("last_share", "float", 0.67,
+                      "fetchhr: without k_per_layer, the share of k the last layer fetches; the earlier layers "
+                      "split the rest evenly (0: split k evenly over every layer, the paper's Table 1)",
+                      min=0.0, max=1.0),
+                Param("last_layer", "str", "encoder",
+                      "fetchhr: the final encoder layer's query vector: the encoder's own (dense's) or its "
+                      "trained head", choices=("encoder", "head")),
                 Param("single_layer", "int", None,
                       "fetchhr: retrieve from this layer alone, without exclusion", min=1, max=12),
             ),

@@ -45,9 +45,13 @@ def test_no_passage_twice_and_k_new_per_layer(fetchhr, col: Collection) -> None:
 def test_uneven_budgets_and_the_default_even_split(fetchhr) -> None:
     res = fetchhr.search(QUERY, k=9, layers="1,3,6", k_per_layer="1,3,5")
     assert Counter(_layer(h) for h in res.hits) == {1: 1, 3: 3, 6: 5}
-    res = fetchhr.search(QUERY, k=8, layers="2-3")
+    res = fetchhr.search(QUERY, k=8, layers="2-3", last_share=0)
     assert Counter(_layer(h) for h in res.hits) == {2: 4, 3: 4}
     assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
+    # the default: the last layer fetches two thirds, the earlier ones split the rest
+    res = fetchhr.search(QUERY, k=12, layers="1-3")
+    assert Counter(_layer(h) for h in res.hits) == {1: 2, 2: 2, 3: 8}
+    assert Counter(_layer(h) for h in fetchhr.search(QUERY, k=10, layers="1-3", last_share=0.5).hits) == {1: 2, 2: 3, 3: 5}
 
 
 def test_partial_result_when_the_index_runs_out(fetchhr, col: Collection) -> None:
@@ -82,7 +86,7 @@ def test_model_free_last_layer_is_the_dense_baseline(fetchhr, col: Collection) -
 
 
 def test_doc_level_fetches_new_documents_per_layer(fetchhr, col: Collection) -> None:
-    res = fetchhr.search(QUERY, k=6, level="doc", layers="1-3")
+    res = fetchhr.search(QUERY, k=6, level="doc", layers="1-3", last_share=0)
     docs = [h.doc_id for h in res.hits]
     assert len(docs) == len(set(docs)) == 6
     assert Counter(_layer(h) for h in res.hits) == {1: 2, 2: 2, 3: 2}
@@ -134,12 +138,14 @@ def test_bad_layers_and_budgets_are_one_line_errors(fetchhr, params: dict, needl
 
 
 def test_k_below_the_number_of_layers_goes_to_the_last_layers(fetchhr) -> None:
-    res = fetchhr.search(QUERY, k=3)
+    res = fetchhr.search(QUERY, k=3, last_share=0)
     assert len(res.hits) == 3
     assert {next(iter(h.stages)) for h in res.hits} <= {"layer4", "layer5", "layer6"}
     skipped = [s for s in res.trace if s.detail.get("skipped")]
     assert [s.name for s in skipped] == ["layer1", "layer2", "layer3"]
     assert parse_k_per_layer(None, 6, 3) == [0, 0, 0, 1, 1, 1]
+    assert parse_k_per_layer(None, 6, 3, 0.67) == [0, 0, 0, 0, 1, 2]
+    assert parse_k_per_layer(None, 6, 1, 0.67) == [0, 0, 0, 0, 0, 1]
 
 
 def test_parsers_directly() -> None:
@@ -147,6 +153,10 @@ def test_parsers_directly() -> None:
     assert parse_layers(None, [2, 4]) == [2, 4]
     assert parse_k_per_layer(None, 6, 20) == [3, 3, 3, 3, 4, 4]
     assert parse_k_per_layer("5", 3, 99) == [5, 5, 5]
+    assert parse_k_per_layer(None, 6, 60, 0.67) == [4, 4, 4, 4, 4, 40]
+    assert parse_k_per_layer(None, 6, 60, 1.0) == [0, 0, 0, 0, 0, 60]
+    assert parse_k_per_layer("1,2,3", 3, 60, 0.67) == [1, 2, 3]  # explicit budgets win
+    assert parse_k_per_layer(None, 1, 7, 0.67) == [7]
     with pytest.raises(BadInputError, match="runs backwards"):
         parse_layers("5-2", range(1, 7))
 

@@ -16,6 +16,7 @@ from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.eval.questions import load_questions
 from hiera.fetchhr.model import CONFIG_FILE, FetchHRModel
 from hiera.index.build import BuildOptions, build
+from hiera.index.dense import faiss_search
 from hiera.retrieve import get_retriever
 from hiera.train.fetchhr import FetchHRArgs, contrastive_loss, lr_lambda, train_fetchhr
 
@@ -84,6 +85,27 @@ def test_trained_model_searches_with_layer_provenance(trained, squad) -> None:
     res = r.search(squad["questions"][0].text, k=6, k_per_layer="1")
     assert len({h.passage_id for h in res.hits}) == 6
     assert sorted({next(iter(h.stages)) for h in res.hits}) == [f"layer{n}" for n in range(1, 7)]
+
+
+def test_last_layer_queries_with_the_encoders_own_vector_by_default(trained, squad) -> None:
+    out, _ = trained
+    col = squad["col"]
+    q = squad["questions"][0].text
+    r = get_retriever("fetchhr", col, model=str(out))
+    dense = get_retriever("dense", col).search(q, k=5)
+    own = r.search(q, k=5, single_layer=6)
+    assert [h.passage_id for h in own.hits] == [h.passage_id for h in dense.hits]
+    np.testing.assert_allclose([h.score for h in own.hits], [h.score for h in dense.hits], atol=1e-4)
+    model = FetchHRModel.load(out, col.passage_encoder)
+    vecs = model.query_vectors([q], [1, 6], own_last=True)
+    np.testing.assert_allclose(vecs[6][0], col.passage_encoder.encode_query([q])[0], atol=1e-5)
+    np.testing.assert_allclose(vecs[1], model.query_vectors([q], [1])[1], atol=1e-6)  # other layers keep their heads
+    head_vec = model.query_vectors([q], [6])[6]
+    assert not np.allclose(head_vec[0], vecs[6][0], atol=1e-4)  # the head is not the encoder's vector
+    ids, sc = faiss_search(col.passage_faiss, head_vec, 5)
+    head = r.search(q, k=5, single_layer=6, last_layer="head")
+    assert [h.passage_id for h in head.hits] == [p.id for p in col.passages_at(ids[0])]
+    np.testing.assert_allclose([h.score for h in head.hits], sc[0], rtol=1e-5)
 
 
 def test_a_mismatched_passage_encoder_is_refused(trained, squad, tmp_path) -> None:

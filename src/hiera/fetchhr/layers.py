@@ -44,18 +44,27 @@ def parse_layers(spec: str | Sequence[int] | None, available: Sequence[int]) -> 
     return sorted(set(out))
 
 
-def parse_k_per_layer(spec: str | int | Sequence[int] | None, n_layers: int, k: int) -> list[int]:
+def parse_k_per_layer(
+    spec: str | int | Sequence[int] | None, n_layers: int, k: int, last_share: float = 0.0
+) -> list[int]:
     """Passages each of ``n_layers`` layers fetches: one number for all, or one per layer.
 
-    ``None`` splits ``k`` (the search's hit count, the paper's budget) as
-    evenly as it goes, the later layers taking the remainder, so the layers
-    together return ``k`` passages. With fewer hits than layers the last
-    ``k`` layers fetch one each (the later layers are the more precise) and
-    the others none: ``hiera search --k 3`` must not be an error.
+    ``None`` splits ``k`` (the search's hit count, the paper's budget) so
+    the layers together return ``k`` passages. With ``last_share`` 0 the
+    split is as even as it goes (the paper's Table 1), the later layers
+    taking the remainder; with fewer hits than layers the last ``k`` layers
+    fetch one each (the later layers are the more precise) and the others
+    none: ``hiera search --k 3`` must not be an error. With ``last_share``
+    s > 0 the last layer fetches round(s·k) and the earlier layers split the
+    rest evenly: the earlier layers' heads are the weaker retrievers, so
+    their passages are best spent on what the last layer misses (the
+    paper's Table 4 varies the allocation too).
     """
     if spec is None:
-        base, extra = divmod(k, n_layers)
-        return [base + (1 if i >= n_layers - extra else 0) for i in range(n_layers)]
+        if last_share > 0 and n_layers > 1:
+            last = max(1, min(k, round(last_share * k)))
+            return [*_even(k - last, n_layers - 1), last]
+        return _even(k, n_layers)
     if isinstance(spec, int):
         values = [spec]
     elif isinstance(spec, str):
@@ -74,3 +83,8 @@ def parse_k_per_layer(spec: str | int | Sequence[int] | None, n_layers: int, k: 
     if any(v <= 0 for v in values):
         raise BadInputError(f"k_per_layer={spec!r}: every layer's budget must be a positive integer")
     return values
+
+
+def _even(k: int, n: int) -> list[int]:
+    base, extra = divmod(k, n)
+    return [base + (1 if i >= n - extra else 0) for i in range(n)]

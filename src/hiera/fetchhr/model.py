@@ -184,16 +184,28 @@ class FetchHRModel:
                 f"(hiera train-fetchhr) or search one built with that encoder"
             )
 
-    def query_vectors(self, texts: Sequence[str], layers: Sequence[int]) -> dict[int, np.ndarray]:
-        """``{layer: (n, dim) float32 unit vectors}`` from one forward pass of the encoder."""
+    def query_vectors(self, texts: Sequence[str], layers: Sequence[int], own_last: bool = False) -> dict[int, np.ndarray]:
+        """``{layer: (n, dim) float32 unit vectors}`` from one forward pass of the encoder.
+
+        ``own_last``: the final layer's vector is the encoder's own query
+        vector (its pooling and normalization over the final hidden states,
+        as ``Encoder.encode_query`` computes it), not its head's.
+        """
         import torch
 
+        final = self.states.num_layers
         states, mask = self.states(texts, layers)
         with torch.inference_mode():
             if self.heads is None:
                 out = {n: mean_pool(states[n], mask) for n in layers}
             else:
-                out = self.heads({n: states[n] for n in layers}, mask)
+                headed = [n for n in layers if not (own_last and n == final)]
+                out = self.heads({n: states[n] for n in headed}, mask) if headed else {}
+                if own_last and final in layers:
+                    feats: dict[str, Any] = {"token_embeddings": states[final], "attention_mask": mask}
+                    for module in list(self.encoder.model)[1:]:  # the sentence-transformers pooling (+ normalize)
+                        feats = module(feats)
+                    out = {**out, final: feats["sentence_embedding"]}
         return {n: out[n].float().numpy() for n in layers}
 
 
