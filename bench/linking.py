@@ -16,9 +16,10 @@ Rows: ``bm25``, ``dense``, ``hybrid``, ``dhr`` (build defaults); ``linking``
 bench/README.md); ablations: no decomposition (``decomposer=none``), no
 event linking of the question (``event_titles=0``), no rerank (no
 ``reranker``: the coarse order), and ``dhr`` over the linked documents
-(``doc_stage=linked``); and, without rerank, the coarse order without the hop
-slot (``hop_slot=0``) and the paper's plain BM25 order (also
-``link_weight=0``). The paper's figures are printed beside ours.
+(``doc_stage=linked``); and, without rerank, no sub-question slots, no
+coverage step at all (``hop_slot=0 subquestion_slots=0``) and the paper's
+plain BM25 order (also ``link_weight=0``). The paper's figures are printed
+beside ours.
 
 StrategyQA (``strategyqa_train.json``, gold decompositions): the share of
 questions the rules decomposer splits into ≥ 2 sub-questions, and the
@@ -47,7 +48,7 @@ PAPER = [  # Yu, Zhou & Roth, HotpotQA Hotpot@5 / Hotpot@20 (no in-domain superv
     {"retriever": "paper: linking pipeline", "Hotpot@5": 55.1, "Hotpot@20": 64.5},
 ]
 STEPS = ("mentions", "entity-linking", "event-linking", "decomposition", "decomposition-linking", "coarse-filter", "rerank",
-         "hop-slot")
+         "coverage")
 PERCENT = ("Hotpot@5", "Hotpot@20", "both supporting in top10", "linking recall")
 COLUMNS = ("retriever", "Hotpot@5", "Hotpot@20", "both supporting in top10", "linking recall", "docs linked", "p50 ms")
 
@@ -72,8 +73,9 @@ def runs(reranker: str | None) -> list[tuple[str, str, dict[str, Any]]]:
         ("dhr", "dhr", {}),
         ("linking, no decomposition", "linking", {**rr, "decomposer": "none"}),
         ("linking, no event linking", "linking", {**rr, "event_titles": 0}),
-        ("linking, no rerank, no hop slot", "linking", {"hop_slot": 0}),
-        ("linking, no rerank, BM25 order (paper)", "linking", {"hop_slot": 0, "link_weight": 0.0}),
+        ("linking, no rerank, no sub-question slots", "linking", {"subquestion_slots": 0}),
+        ("linking, no rerank, no coverage", "linking", {"hop_slot": 0, "subquestion_slots": 0}),
+        ("linking, no rerank, BM25 order (paper)", "linking", {"hop_slot": 0, "subquestion_slots": 0, "link_weight": 0.0}),
     ]
 
 

@@ -410,6 +410,9 @@ METHODS: dict[str, MethodSpec] = {
                 Param("hop_slot", "int", 2,
                       "linking: rank by which a passage of a bridge-linked (second-hop) document must appear; the "
                       "best one moves up to it when none is there (0: off)", min=0, max=1000),
+                Param("subquestion_slots", "int", 2,
+                      "linking: sub-questions that get a seat: the best passage of each of the first N moves up "
+                      "to rank 2, 3, ... when it ranks below (0: off)", min=0, max=20),
                 Param("decomposer", "str", "rules",
                       "linking: who writes the sub-questions: rules (dependency parse), none, or endpoint "
                       "(decomposer_url)", choices=LINK_DECOMPOSERS),

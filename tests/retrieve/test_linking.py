@@ -26,7 +26,7 @@ from hiera.retrieve import get_retriever
 
 N_QUESTIONS = 6
 STEPS = ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition", "decomposition-linking",
-         "linked-documents", "coarse-filter", "rerank", "hop-slot"]
+         "linked-documents", "coarse-filter", "rerank", "coverage"]
 ALIAS = "Shirley Jane Temple"  # a redirect the sample does not contain
 
 
@@ -89,49 +89,62 @@ def test_full_pipeline_returns_a_complete_trace(col: Collection, sample: tuple[P
         coarse = step(res, "coarse-filter")
         assert coarse["documents"] == linked["documents"] and coarse["kept"] == min(coarse["passages"], 200)
         assert step(res, "rerank")["model"] is None and "no reranker" in step(res, "rerank")["note"]
-        # hits come from linked documents only, in the coarse order (but for the hop slot), each saying why
+        # hits come from linked documents only, in the coarse order but for the coverage moves, each saying why
         assert res.hits and all(h.title in titles for h in res)
-        ranks = [h.stages["coarse"].rank for h in res]
-        hop = step(res, "hop-slot")
-        if "moved" in hop:
-            m = hop["moved"]
-            assert m["to_rank"] == 2 < m["from_rank"] and res.hits[1].passage_id == m["passage_id"]
-            assert m["title"] in bridged and not bridged & {h.title for h in res.hits[:1]}
-            assert ranks.pop(1) == m["from_rank"]
+        cov = step(res, "coverage")
+        ids = [h.passage_id for h in res]
+        moved = [m["passage_id"] for m in cov["moves"]]
+        for i, m in enumerate(cov["moves"]):
+            assert m["from_rank"] > m["to_rank"] and m["why"] in ("bridge hop", "sub-question")
+            if m["why"] == "bridge hop":
+                assert m["title"] in bridged and m["to_rank"] == 2
+            else:
+                assert m["text"] in step(res, "decomposition-linking")["per_text"]
+            if m["passage_id"] in ids:  # later moves insert above it, one rank each at most
+                assert ids.index(m["passage_id"]) + 1 <= m["to_rank"] + len(cov["moves"]) - i - 1
+        ranks = [h.stages["coarse"].rank for h in res if h.passage_id not in moved]
         assert ranks == sorted(ranks)
+        assert len(cov["moves"]) + len(cov["notes"]) >= 1  # every slot says what it did
         assert [h.score for h in res] == sorted((h.score for h in res), reverse=True)
         assert all(h.stages["link"].rank >= 1 for h in res)
     assert both >= N_QUESTIONS - 2, both
 
 
-def test_link_weight_and_hop_slot(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_link_weight_and_coverage(col: Collection, sample: tuple[Path, list[dict]]) -> None:
     r = get_retriever("linking", col)
-    moved = 0
+    hops = subs = 0
     for q in sample[1]:
-        plain = r.search(q["text"], k=30, link_weight=0.0, hop_slot=0)
+        plain = r.search(q["text"], k=30, link_weight=0.0, hop_slot=0, subquestion_slots=0)
         assert [h.stages["bm25"].rank for h in plain] == list(range(1, len(plain) + 1))  # the paper's BM25 order
-        assert step(plain, "hop-slot")["note"] == "off (hop_slot=0)"
-        fused = r.search(q["text"], k=30, hop_slot=0)
+        assert step(plain, "coverage")["moves"] == [] and "hop slot off (hop_slot=0)" in step(plain, "coverage")["notes"]
+        fused = r.search(q["text"], k=30, hop_slot=0, subquestion_slots=0)
         # the same passages; where two differ in BM25, the one with the better link score may pass it
         assert sorted(h.passage_id for h in fused) == sorted(h.passage_id for h in plain)
         for a, b in zip(fused.hits, fused.hits[1:], strict=False):
             assert a.stages["bm25"].score >= b.stages["bm25"].score or a.stages["link"].score > b.stages["link"].score
-        slotted = r.search(q["text"], k=30, hop_slot=3)
-        hop = step(slotted, "hop-slot")
-        if "moved" in hop:
-            moved += 1
-            assert hop["moved"]["to_rank"] == 3 and slotted.hits[2].passage_id == hop["moved"]["passage_id"]
+        slotted = r.search(q["text"], k=30, hop_slot=3, subquestion_slots=0)
+        moves = step(slotted, "coverage")["moves"]
+        if moves:
+            hops += 1
+            [m] = moves
+            assert m["to_rank"] == 3 and slotted.hits[2].passage_id == m["passage_id"]
             assert [h.passage_id for h in slotted.hits[:2]] == [h.passage_id for h in fused.hits[:2]]
-            assert fused.hits[hop["moved"]["from_rank"] - 1].passage_id == hop["moved"]["passage_id"]
+            assert fused.hits[m["from_rank"] - 1].passage_id == m["passage_id"]
         else:
             assert [h.passage_id for h in slotted] == [h.passage_id for h in fused]
-    assert moved >= 1  # the second hop is buried below rank 3 for some of these questions
+        seated = r.search(q["text"], k=30, hop_slot=0, subquestion_slots=2)
+        per_text = list(step(seated, "decomposition-linking")["per_text"])
+        for m in step(seated, "coverage")["moves"]:
+            subs += 1
+            assert m["why"] == "sub-question" and m["text"] in per_text[:2]
+            assert seated.hits[m["to_rank"] - 1].passage_id == m["passage_id"] or len(step(seated, "coverage")["moves"]) > 1
+    assert hops >= 1 and subs >= 1  # on these questions both kinds of part are buried somewhere
 
 
-def test_hop_slot_rule() -> None:
+def test_coverage_rule() -> None:
     from types import SimpleNamespace
 
-    from hiera.retrieve.linking import hop_slot
+    from hiera.retrieve.linking import coverage, hop_slot
 
     src = {1: [SimpleNamespace(source="entity")], 2: [SimpleNamespace(source="event"), SimpleNamespace(source="bridge")]}
     docs = np.array([1, 1, 1, 2, 2])
@@ -139,12 +152,18 @@ def test_hop_slot_rule() -> None:
     assert hop_slot(docs, src, 4)[0] is None and "already at rank 4" in hop_slot(docs, src, 4)[1]
     assert hop_slot(docs, src, 0)[0] is None
     assert hop_slot(np.array([1, 1]), src, 1) == (None, "no passage of a bridge-linked document to move")
+    # the hop moves 3 to rank 2; the first sub-question's best (2) then takes rank 2, the second's (0) stays first
+    order, moves, notes = coverage(docs, src, 2, [("a?", 2), ("b?", 0), ("c?", None)])
+    assert order == [0, 2, 3, 1, 4]
+    assert [(m["why"], m["from_rank"], m["to_rank"]) for m in moves] == [("bridge hop", 4, 2), ("sub-question", 4, 2)]
+    assert notes[0] == "sub-question 'b?': its best passage is already at rank 1" and "no kept passage" in notes[1]
+    assert coverage(docs, src, 0, [])[0] == [0, 1, 2, 3, 4]
 
 
 def test_reranker_orders_the_coarse_passages(col: Collection, sample: tuple[Path, list[dict]]) -> None:
     q = sample[1][0]["text"]
     r = get_retriever("linking", col, reranker=str(helpers.tiny_classifier()))
-    res = r.search(q, k=5, coarse_depth=8)
+    res = r.search(q, k=5, coarse_depth=8, hop_slot=0, subquestion_slots=0)  # the reranker's order alone
     rerank = step(res, "rerank")
     assert rerank["model"] == "clf" and rerank["scored"] == step(res, "coarse-filter")["kept"] <= 8
     scores = [h.stages["rerank"].score for h in res]

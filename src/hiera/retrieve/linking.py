@@ -21,12 +21,19 @@ Information Retriever for New Domains Overnight"): link → coarse filter → cr
    train-reranker`` directory) orders them, interpolated with the coarse
    score by its calibrated weight; without one the coarse order stands (the
    "no rerank" ablation) and the trace says so;
-5. **hop slot**: a multi-hop question needs its second hop, and that
-   document (reached only through the first hop, source ``bridge``) shares
-   few words with the question, so BM25 and the reranker bury it. If no
-   passage of a bridge-linked document is among the top ``hop_slot``, the
-   best-ranked one moves up to rank ``hop_slot`` (0: off). The trace step
-   ``hop-slot`` says which passage moved, from where, or why none did.
+5. **coverage**: a multi-hop question needs every part's evidence in the
+   first ranks, and a plain score ranking lets one part crowd out the
+   others. The second hop (a document reached only through the first one,
+   source ``bridge``) shares few words with the question, so BM25 and the
+   reranker bury it: if no passage of a bridge-linked document is among the
+   top ``hop_slot``, the best-ranked one moves up to rank ``hop_slot``. Then
+   each of the first ``subquestion_slots`` sub-questions gets a seat: its
+   best passage (BM25 of the sub-question over the kept passages) moves up
+   to rank 2, 3, … when it ranks below (a comparison's second entity, a
+   bridge's filled second hop). 0 turns either off. Hits keep the scores of
+   the ranks they hold (scores stay in rank order); a moved passage's own
+   scores stay in its ``coarse`` and ``rerank`` stages, and the trace step
+   ``coverage`` lists every move, or why none was needed.
 
 Every hit carries ``link`` (its document's linking score and rank among
 the linked documents), ``bm25`` (the coarse filter), ``coarse`` (the fused
@@ -35,7 +42,7 @@ The trace has ``mentions`` (spans), ``entity-linking`` (candidates with
 mention, lookup, match, similarity, prior, score), ``event-linking``,
 ``decomposition`` (shape, sub-questions, bridge, warnings),
 ``decomposition-linking``, ``linked-documents`` (each title with every
-source that linked it), ``coarse-filter``, ``rerank`` and ``hop-slot``. ``hiera search
+source that linked it), ``coarse-filter``, ``rerank`` and ``coverage``. ``hiera search
 --retriever linking --explain`` prints it as a tree.
 
 The same linked documents serve DHR as its ``linked`` document stage
@@ -114,21 +121,17 @@ class LinkingRetriever(BaseRetriever):
                                    weight=reranker.weight)
             cols = {**{name: v[order] for name, v in cols.items()}, "final": mixed[order],
                     "rerank": probs[order], "rerank_rank": ranks_of(probs)[order]}
-        with timed(trace, "hop-slot", slot=params["hop_slot"]) as step:
-            move, note = hop_slot(col.passage_doc[cols["pos"]], linked.sources, int(params["hop_slot"]))
-            if move is None:
-                step.detail["note"] = note
-            else:
-                src, dst = move
-                p = col.passages_at(cols["pos"][src : src + 1])[0]
-                step.detail.update(moved={"passage_id": p.id, "title": p.doc_title, "from_rank": src + 1, "to_rank": dst + 1},
-                                   note=note)
-                perm = np.r_[np.arange(dst), src, np.arange(dst, src), np.arange(src + 1, len(cols["pos"]))]
-                final = cols["final"]
-                cols = {name: v[perm] for name, v in cols.items()}
-                # the moved passage takes the score of the rank it now holds: scores stay in rank order,
-                # its own coarse and rerank scores stay in its stages
-                cols["final"] = np.r_[final[: dst + 1], final[dst:src], final[src + 1 :]]
+        with timed(trace, "coverage", hop_slot=params["hop_slot"], subquestion_slots=params["subquestion_slots"]) as step:
+            subs = list(linked.per_text)[: int(params["subquestion_slots"])]
+            best = [(t, col.bm25_passages.scores(t)[cols["pos"]]) for t in subs]
+            ranked, moves, notes = coverage(col.passage_doc[cols["pos"]], linked.sources, int(params["hop_slot"]),
+                                            [(t, int(np.argmax(b)) if len(b) and b.max() > 0 else None) for t, b in best])
+            moved = col.passages_at(cols["pos"][np.array([m.pop("index") for m in moves], dtype=np.int64)])
+            for m, p in zip(moves, moved, strict=True):
+                m.update(passage_id=p.id, title=p.doc_title)
+            step.detail.update(moves=moves, notes=notes)
+            perm = np.asarray(ranked, dtype=np.int64)
+            cols = {name: (v if name == "final" else v[perm]) for name, v in cols.items()}  # scores stay the ranks'
         pos, final = cols["pos"], np.asarray(cols["final"], np.float32)
         docs = col.passage_doc[pos]
         stages = {
@@ -149,7 +152,7 @@ class LinkingRetriever(BaseRetriever):
 def hop_slot(docs: np.ndarray, sources: dict[int, list[Any]], slot: int) -> tuple[tuple[int, int] | None, str]:
     """((from, to) 0-based positions of the bridge-hop passage to move up, or None; why), for rank ``slot``."""
     if slot <= 0:
-        return None, "off (hop_slot=0)"
+        return None, "hop slot off (hop_slot=0)"
     bridged = np.array([any(s.source == "bridge" for s in sources.get(int(d), ())) for d in docs], bool)
     if not bridged.any():
         return None, "no passage of a bridge-linked document to move"
@@ -157,3 +160,35 @@ def hop_slot(docs: np.ndarray, sources: dict[int, list[Any]], slot: int) -> tupl
     if first < slot:
         return None, f"a passage of a bridge-linked document is already at rank {first + 1}"
     return (first, slot - 1), f"the best passage of a bridge-linked document moved up from rank {first + 1}"
+
+
+def coverage(
+    docs: np.ndarray, sources: dict[int, list[Any]], hop: int, subs: list[tuple[str, int | None]]
+) -> tuple[list[int], list[dict[str, Any]], list[str]]:
+    """The coverage step of the module docstring over a ranked list of passages (``docs``: their documents).
+
+    ``subs``: each sub-question with the list index of its best passage (None:
+    no word in common with any). Returns the new order (list indices), the
+    moves (``index``, ``why``, ``from_rank``, ``to_rank``; ranks as they
+    were when the move was made) and notes on what did not move.
+    """
+    order = list(range(len(docs)))
+    moves: list[dict[str, Any]] = []
+    move, note = hop_slot(docs, sources, hop)
+    if move is None:
+        notes = [note]
+    else:
+        notes = []
+        order.insert(move[1], order.pop(move[0]))
+        moves.append({"index": move[0], "why": "bridge hop", "from_rank": move[0] + 1, "to_rank": move[1] + 1})
+    for i, (text, j) in enumerate(subs):
+        if j is None:
+            notes.append(f"sub-question {text!r}: no kept passage shares a word with it")
+            continue
+        at, to = order.index(j), i + 1
+        if at <= to:
+            notes.append(f"sub-question {text!r}: its best passage is already at rank {at + 1}")
+            continue
+        order.insert(to, order.pop(at))
+        moves.append({"index": j, "why": "sub-question", "text": text, "from_rank": at + 1, "to_rank": to + 1})
+    return order, moves, notes
