@@ -12,8 +12,9 @@
   accuracy; plus the best retriever reranked by the cross-encoder of
   ``--rerank`` when it exists;
 * **FetchHR, the paper's Table 2** (``--fetchhr HEADS``): reader EM/F1 reading
-  all L×k passages FetchHR fetches against dense's top-(L×k), same budget
-  (``--budget``, Flat index);
+  all L×k passages FetchHR fetches (at its defaults, and in the paper's
+  setting: even split, a head on every layer) against dense's top-(L×k),
+  same budget (``--budget``, Flat index);
 * **decoding tuned on train questions** (``--tune-questions``, never dev):
   the reader's ``passage_weight`` (its grid in the registry) and ``merge``,
   chosen for mean EM over the read-ks on held-out *train* questions the
@@ -140,6 +141,7 @@ def main() -> None:
                     help="FetchHR heads (hiera train-fetchhr) for Table 2 (skipped if absent)")
     ap.add_argument("--budget", type=int, default=30, help="Table 2: passages read, L×k for FetchHR, top-(L×k) for dense")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="reader", help="the report's name: bench/out/NAME.json")
     args = ap.parse_args()
 
     from hiera.collection import Collection
@@ -198,6 +200,8 @@ def main() -> None:
     budget_runs: dict[str, Any] = {}
     if args.fetchhr.is_dir():
         for label, r in ((f"fetchhr@{args.budget}", get_retriever("fetchhr", col, model=args.fetchhr)),
+                         (f"fetchhr-paper@{args.budget}",  # even split, a head on every layer (the paper's setting)
+                          get_retriever("fetchhr", col, model=args.fetchhr, last_share=0.0, last_layer="head")),
                          (f"dense@{args.budget}", methods["dense"] if "dense" in methods else get_retriever("dense", col))):
             budget_runs[label] = evaluate_retriever(col, label, qs, (1, args.budget), retriever=r, progress=False,
                                                     latency_sample=0)
@@ -244,7 +248,7 @@ def main() -> None:
             ms.append((time.perf_counter() - t) * 1000.0)
         lat[label] = float(np.median(ms)) if ms else float("nan")
 
-    rep = Report("reader", columns=["method", *[f"EM@{k}" for k in read_ks], *[f"F1@{k}" for k in read_ks],
+    rep = Report(args.name, columns=["method", *[f"EM@{k}" for k in read_ks], *[f"F1@{k}" for k in read_ks],
                                     "top1", f"top{kmax}", "retrieve ms p50", "read ms p50"])
     rc = {k: 100 * float(np.mean(v)) for k, v in scores["reading-comprehension"].items()}
     rep.add({"method": "gold paragraph (reading comprehension)", f"EM@{read_ks[0]}": round(rc["em"], 1),
@@ -265,9 +269,9 @@ def main() -> None:
                       "params": {k: str(v) for k, v in run.params.items()}, "decoding": dec}, key=label, echo=False)
     rep.print(f"Reader on {len(qs)} SQuAD dev questions (pooled corpus). EM/F1 in %, SQuAD v1.1 normalization.")
     if budget_runs:
-        fh, dn = f"fetchhr@{args.budget}", f"dense@{args.budget}"
+        fh, fp, dn = f"fetchhr@{args.budget}", f"fetchhr-paper@{args.budget}", f"dense@{args.budget}"
         t2 = Report("reader-fetchhr", columns=["method", "passages read", "EM", "F1", f"top{args.budget}"])
-        for label in (dn, fh):
+        for label in (dn, fh, fp):
             m = {k: 100 * float(np.mean(v)) for k, v in scores[label].items()}
             t2.add({"method": label, "passages read": args.budget, "EM": round(m[f"em@{args.budget}"], 1),
                     "F1": round(m[f"f1@{args.budget}"], 1),
