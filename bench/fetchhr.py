@@ -6,7 +6,7 @@ Corpus ``bench/work/pooled`` (``bench/pooled.py``); questions: SQuAD
 fixed step count so that a rerun trains the same heads (``--train-minutes``
 is only a safety cap). The heads are trained once into ``--heads`` and reused.
 
-* Table 1: top-(L×k) answer accuracy of ``fetchhr`` (6 layers, k = budget/6
+* Table 1 (also with a passage encoder from ``hiera train``: ``--passage-encoder``): top-(L×k) answer accuracy of ``fetchhr`` (6 layers, k = budget/6
   each, exclusion, a head for every layer: the paper's setting) against
   ``dense`` (the encoder's own query vector, the DPR baseline) at budgets 30,
   60, 120, on the collection's Flat index and on an IVF index built here from
@@ -29,6 +29,7 @@ questions *outside* the sample (4,696), never over the reported ones.
 Table 2 (reader EM) is the reader benchmark's.
 
     python -m bench.fetchhr [--sample N] [--complement] [--heads DIR] [--steps N] [--lr X]
+    python -m bench.fetchhr --passage-encoder bench/work/fetchhr/passage-iter1 --name fetchhr-trained
 """
 
 from __future__ import annotations
@@ -123,7 +124,12 @@ def accuracy(sets: list[Sequence[int]], judge) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, default=POOLED)
-    ap.add_argument("--heads", type=Path, default=WORK / "fetchhr" / "heads")
+    ap.add_argument("--heads", type=Path, default=None,
+                    help="FetchHR heads (trained here when absent; default bench/work/fetchhr/heads, or heads-NAME "
+                         "with --passage-encoder)")
+    ap.add_argument("--passage-encoder", type=Path, default=None,
+                    help="a passage encoder from hiera train: the pooled corpus is rebuilt with it (zero-shot document "
+                         "encoder) into bench/work/pooled-fetchhr-NAME, and heads are trained against it")
     ap.add_argument("--steps", type=int, default=400, help="training steps (fixed: reproducible heads, unless the cap stops it)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=LR)
@@ -146,6 +152,14 @@ def main() -> None:
     from hiera.train.pool import PassagePool
 
     ensure_pooled(args.root)
+    if args.passage_encoder is not None:
+        from bench.wiki_qa_trained import collection_for
+        from hiera.encode import DEFAULT_MODEL
+
+        name = args.passage_encoder.name
+        args.root = collection_for(args.root, f"fetchhr-{name}", str(args.passage_encoder), DEFAULT_MODEL)
+        args.heads = args.heads or WORK / "fetchhr" / f"heads-{name}"
+    args.heads = args.heads or WORK / "fetchhr" / "heads"
     if not (args.heads / "fetchhr.json").is_file():
         train_heads(args.root, args.heads, args.steps, args.lr, args.train_minutes, args.train_examples, args.batch_size)
     col = Collection(args.root)
@@ -281,7 +295,9 @@ def main() -> None:
 
     plots = _plots(args.name, t1, f3, f4, layers)
     path = write_json(args.name, {
-        "corpus": {"passages": col.n_passages}, "questions": len(dev), "heads": str(args.heads),
+        "corpus": {"passages": col.n_passages, "root": str(args.root),
+                   "passage_encoder": col.manifest.models["passage"].get("path") or col.manifest.models["passage"].get("name")},
+        "questions": len(dev), "heads": str(args.heads),
         "ivf": {"factory": args.ivf, "nprobe": args.nprobe, "build_seconds": round(ivf_s, 1)},
         "query_vectors_seconds": {"heads_and_mean_pooled": round(t_heads, 1), "dense_estimated": round(t_dense, 1)},
         "table1": t1, "table4": t4, "figure3": f3, "figure4": f4, "latency": latency, "training": train,

@@ -97,7 +97,7 @@ def step_train_reranker(args, data: Path) -> dict:
     return train_reranker(args.root, train_questions(data), out, rargs)
 
 
-def _collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str) -> Path:
+def collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str) -> Path:
     """A copy of the pooled corpus built with the given encoders (vectors come from the cache)."""
     from hiera.encode import model_fingerprint, resolve_model_path
     from hiera.index.build import BuildOptions, build
@@ -188,7 +188,7 @@ def step_eval(args, data: Path) -> dict:
             if not Path(p_enc).exists():
                 print(f"skip {name}: {p_enc} missing")
                 continue
-            root = _collection_for(args.root, name, p_enc, d_enc)
+            root = collection_for(args.root, name, p_enc, d_enc)
         col = Collection(root)
         col.warmup()
         stages = ["hybrid-max"] if name != "iter2" or d_enc == base else ["summary", "hybrid-max"]
@@ -210,7 +210,7 @@ def step_eval_doc(args, data: Path) -> dict:
     tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
     report = Report("eval-doc", COLUMNS)
     for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"),):  # the document encoder is what changes
-        root = _collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
+        root = collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
         col = Collection(root)
         col.warmup()
         best, _ = tune(col, tune_qs, doc_stage="summary")
@@ -260,7 +260,7 @@ def step_eval_cont(args, data: Path) -> dict:
     dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     train = train_questions(data)
     tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
-    root = _collection_for(args.root, "iter2-cont", str(MODELS / "passage-cont"), "all-MiniLM-L6-v2")
+    root = collection_for(args.root, "iter2-cont", str(MODELS / "passage-cont"), "all-MiniLM-L6-v2")
     col = Collection(root)
     col.warmup()
     return _eval_rows(col, "iter2-cont", dev, tune_qs, ["hybrid-max"], None, args.rerank_limit).to_dict()
