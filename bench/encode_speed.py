@@ -21,8 +21,14 @@ the same run:
      cosine), that is the same ranking a full rebuild gives, for minutes
      instead of an hour.
 
+4. **Kernels** (``--kernels``): ONNX Runtime's profiler over the same passages
+   in the float and the int8 graph, time per operator. It says where int8
+   stops paying on this CPU: how much faster its matrix products run, and
+   what the other operators (layer norms, GELU) cost either way.
+
     python -m bench.encode_speed                                 # everything (≈ 30 min the first time)
     python -m bench.encode_speed --sample 300 --no-quality       # throughput only
+    python -m bench.encode_speed --backends torch,onnx,onnx-int8 --no-quality --kernels
 """
 
 from __future__ import annotations
@@ -87,6 +93,67 @@ def throughput(backends: list[str], texts: list[str], questions: list[str], batc
     return rows, vecs
 
 
+# Operators that multiply matrices (float, and int8 with their on-the-fly activation quantization).
+MATMUL_OPS = {"MatMul", "FusedMatMul", "Attention", "QAttention", "DynamicQuantizeMatMul", "DynamicQuantizeLinear",
+              "MatMulInteger", "MatMulIntegerToFloat"}
+
+
+def kernels(texts: list[str], batch: int) -> tuple[list[dict], dict]:
+    """Seconds per operator of the float and the int8 graph over ``texts``, and the matrix products' speed-up."""
+    import collections
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+    import torch
+
+    from hiera.encode import Encoder
+
+    enc = Encoder(use_cache=False, backend="onnx-int8")
+    graphs = {"float": enc.graph.query_path, "int8": enc.graph.path}  # the int8 backend's two graphs
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    feeds = [{k: v.numpy() for k, v in enc.model.preprocess([texts[i] for i in order[s : s + batch]]).items()
+              if hasattr(v, "numpy")} for s in range(0, len(order), batch)]
+    secs: dict[str, collections.Counter] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in graphs.items():
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = torch.get_num_threads()  # as hiera.backends runs them
+            so.log_severity_level = 3
+            so.enable_profiling, so.profile_file_prefix = True, str(Path(tmp) / name)
+            session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+            inputs = [i.name for i in session.get_inputs()]
+            for f in [feeds[0], *feeds]:  # the first run warms up and is left out below
+                session.run(None, {n: f[n] for n in inputs})
+            events = json.loads(Path(session.end_profiling()).read_text())
+            runs = sorted(e["ts"] + e["dur"] for e in events if e.get("name") == "model_run")
+            agg: collections.Counter = collections.Counter()
+            for e in events:
+                if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] > runs[0]:
+                    agg[e["args"]["op_name"]] += e["dur"] / 1e6
+            secs[name] = agg
+    rows = []
+    for op in sorted(set(secs["float"]) | set(secs["int8"]), key=lambda o: -(secs["float"][o] + secs["int8"][o])):
+        f, q = secs["float"][op], secs["int8"][op]
+        if f + q >= 0.01:
+            rows.append({"operator": op, "matrix product": op in MATMUL_OPS, "float s": round(f, 2),
+                         "int8 s": round(q, 2)})
+    mm = {g: sum(v for o, v in secs[g].items() if o in MATMUL_OPS) for g in secs}
+    rest = {g: sum(secs[g].values()) - mm[g] for g in secs}
+    summary = {"matrix products float s": round(mm["float"], 2), "matrix products int8 s": round(mm["int8"], 2),
+               "matrix products speed-up": round(mm["float"] / mm["int8"], 2),
+               "other operators float s": round(rest["float"], 2), "other operators int8 s": round(rest["int8"], 2),
+               "int8 graph speed-up": round(sum(secs["float"].values()) / sum(secs["int8"].values()), 2)}
+    return rows, summary
+
+
+def needed_matmul_speedup(summary: dict, float_over_torch: float, target: float = 2.0) -> float:
+    """The int8 matrix-product speed-up that would bring the int8 graph to ``target`` × torch (others unchanged)."""
+    total_float = summary["matrix products float s"] + summary["other operators float s"]
+    budget = total_float * float_over_torch / target - summary["other operators int8 s"]
+    return float("inf") if budget <= 0 else round(summary["matrix products float s"] / budget, 2)
+
+
 def pooled_copy(backend: str) -> Path:
     """The pooled corpus built with ``backend``: the torch build's corpus copied, then built (resumable)."""
     from hiera.corpus.store import STORE_FILE
@@ -148,6 +215,7 @@ def main() -> None:
     ap.add_argument("--retrievers", default="dense,dhr")
     ap.add_argument("--limit", type=int, default=None, help="first N dev questions in part 3")
     ap.add_argument("--no-quality", action="store_true", help="parts 1 and 2 only")
+    ap.add_argument("--kernels", action="store_true", help="part 4: time per operator, float and int8 graphs")
     ap.add_argument("--name", default="encode_speed")
     args = ap.parse_args()
 
@@ -162,6 +230,19 @@ def main() -> None:
         report.add(r, echo=False)
     report.print(f"Encoding throughput ({len(texts)} pooled passages, batch {args.batch_size}) and query latency")
     extra: dict[str, Any] = {"speed": speed, "sample": len(texts), "seed": args.seed}
+    if args.kernels:
+        from hiera.backends import GRAPH_BATCH
+
+        rows, summary = kernels(texts, GRAPH_BATCH)
+        k = Report(f"{args.name}-kernels")
+        for r in rows:
+            k.add(r, echo=False)
+        k.print(f"ONNX Runtime time per operator ({len(texts)} passages, batches of {GRAPH_BATCH})")
+        ratio = {r["backend"]: r.get("× torch") for r in speed}
+        if ratio.get("onnx"):
+            summary["matrix products speed-up needed for 2× torch"] = needed_matmul_speedup(summary, ratio["onnx"])
+        print("  ".join(f"{key}: {v}" for key, v in summary.items()))
+        extra["kernels"] = {"operators": rows, **summary}
     if not args.no_quality:
         full = {b.strip() for b in args.full.split(",") if b.strip()}
         rows = quality(backends, full, args.limit, [r.strip() for r in args.retrievers.split(",") if r.strip()])
