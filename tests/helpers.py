@@ -388,11 +388,17 @@ def build_collection(root: Path, docs: list[Document], options: BuildOptions | N
     return root
 
 
+SHARED_BACKEND = "torch"  # the shared collection's encoder backend: rebuild its copies with it to compare
+
+
 def shared_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The six-document collection, ingested and built once per session. Do not mutate it."""
     if "shared" not in _STATE:
         root = tmp_path_factory.mktemp("shared") / "col"
-        opts = BuildOptions(progress=False, cache_dir=session_cache_dir(tmp_path_factory))
+        # torch, the reference backend: tests recompute what retrievers do with sentence-transformers itself and
+        # compare to float16 rounding, which int8 document vectors (the default, auto) are not; the default
+        # backend has its own tests (test_backends, test_demo) and every other built collection uses it
+        opts = BuildOptions(progress=False, cache_dir=session_cache_dir(tmp_path_factory), backend=SHARED_BACKEND)
         _STATE["shared"] = build_collection(root, make_docs(), opts)
     return _STATE["shared"]
 

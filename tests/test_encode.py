@@ -73,7 +73,7 @@ def prompted_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_model_prompts_are_applied_recorded_and_keyed(prompted_model: Path, encoder: Encoder, tmp_path: Path) -> None:
-    enc = Encoder(prompted_model, cache_dir=tmp_path)
+    enc = Encoder(prompted_model, cache_dir=tmp_path, backend="torch")  # compared with the model's own vectors
     q, doc = "What do volcanoes erupt?", "Volcanoes erupt lava."
     raw = enc.model.encode(["query: " + q, "passage: " + doc, q, doc], normalize_embeddings=True)
     np.testing.assert_allclose(enc.encode_query(q), raw[0], atol=1e-6)

@@ -7,10 +7,12 @@ int8 matrix products. Backends:
 ============  ===============================================================
 ``torch``     sentence-transformers itself (the reference)
 ``onnx``      ONNX Runtime, the graph fused by its transformer optimizer
-``onnx-int8`` the same, weights quantized to int8 per channel (dynamic
-              quantization: activations are quantized on the fly)
+``onnx-int8`` documents through the same graph with its weights quantized
+              to int8 per channel (dynamic quantization: activations are
+              quantized on the fly); queries through the float graph
 ``openvino``  OpenVINO on the plain exported graph
-``auto``      the default: ``onnx`` if installed, else ``openvino``, else ``torch``
+``auto``      the default: ``onnx-int8`` if installed, else ``onnx``, else
+              ``openvino``, else ``torch`` (:data:`AUTO_ORDER`)
 ============  ===============================================================
 
 Why hiera exports the model itself rather than use sentence-transformers'
@@ -21,8 +23,18 @@ prompts and truncation stay sentence-transformers' own (``preprocess``), and
 the exported graph is the whole module pipeline (transformer, pooling, any
 dense layer) up to the sentence embedding, so a model the exporter can trace
 gives the same vectors as torch (cosine 1.0 for ``onnx`` and ``openvino``;
-about 0.99 for ``onnx-int8``, whose effect on retrieval ``bench/encode_speed.py``
-measures).
+about 0.99 for ``onnx-int8``'s document vectors, whose effect on retrieval
+``bench/encode_speed.py`` measures).
+
+Why ``onnx-int8`` encodes queries in float: int8 pays where a build spends its
+time, on thousands of passages, and a query is one short text (4-5 ms in float
+on this 2-core machine). Quantization error on both sides of the inner product
+adds up; on one side only, dense top-1 on the pooled benchmark went from
+0.9 points below torch's to 0.4 (``bench/encode_speed.py``), within the 0.5 a
+default may lose. The document vectors, and so the embedding cache, are the
+same either way. An int8 vector also depends a little on the batch it was
+encoded in (activations are quantized with one range per graph call); the
+embedding cache keeps the first one, so a rebuild or ``hiera add`` reuses it.
 
 Exports are made once per model (fingerprint) and kept beside the embedding
 cache, each file written to a temporary name and renamed, so two processes
@@ -42,25 +54,31 @@ from hiera.errors import HieraError
 from hiera.io import write_atomic
 
 BACKENDS: dict[str, str] = {
-    "auto": "the fastest installed backend whose vectors equal torch's: onnx, else openvino, else torch",
+    "auto": "the fastest installed backend within 0.5 points of torch's retrieval: onnx-int8, else onnx, else "
+            "openvino, else torch",
     "torch": "sentence-transformers on torch (the reference)",
     "onnx": "ONNX Runtime, fused graph (same vectors as torch)",
-    "onnx-int8": "ONNX Runtime, int8 weights (dynamic quantization; vectors at cosine ≈ 0.99 to torch's)",
+    "onnx-int8": "ONNX Runtime, int8 weights for documents (cosine ≈ 0.99 to torch's vectors), float for queries",
     "openvino": "OpenVINO (same vectors as torch)",
 }
 # The graphs each backend runs, made in this order from the one before.
 _FILES = {"openvino": "model.onnx", "onnx": "model-fused.onnx", "onnx-int8": "model-fused-int8.onnx"}
 _PACKAGES = {"onnx": ("onnxruntime",), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino",)}
+# The most texts one graph call takes, whatever the encoder's batch size. On this 2-core machine (1 MiB L2
+# per core) ONNX Runtime encoded MiniLM passages fastest in batches of 8: int8 88-99 passages/s against 73-93
+# in batches of 16 and 53-79 in batches of 32; the float graph 60 against 53-58 and 44-50. Larger batches'
+# activations (batch × tokens × 1536 floats in the feed-forward layers) leave the cache.
+GRAPH_BATCH = 8
 # Models whose graphs ONNX Runtime's transformer optimizer knows how to fuse.
 _FUSABLE = {"bert", "roberta", "xlm-roberta", "mpnet", "electra", "deberta-v2"}
 
 
-# ``auto``'s order (bench/encode_speed.py, 2-core AVX2 machine, two runs): onnx encodes a single query in
-# 4.6-5.7 ms against torch's 13-21 ms and halves DHR's end-to-end p50 (17 ms against 34), at 1.1-1.2× torch's
-# passages/s; openvino encodes 6-13% more passages/s than onnx but its queries are slower and its DHR p95 was
-# 33 ms against onnx's 20. onnx-int8 is the fastest (1.6-1.7× torch's passages/s) but not a default: its
-# vectors differ, and dense top-1 on the pooled benchmark fell 0.9 points, beyond the 0.5 a default may lose.
-AUTO_ORDER = ("onnx", "openvino", "torch")
+# ``auto``'s order: the fastest installed backend whose loss on the pooled benchmark stays within 0.5 points of
+# torch's passage top-1 and top-20 (bench/encode_speed.py, 2-core AVX2 machine, one run, 5,696 questions).
+# onnx-int8 (int8 documents, float queries): 1.71× torch's passages/s; dense −0.40 / +0.10, dhr −0.37 / 0.00
+# (with int8 queries too dense lost 0.89 top-1). onnx: 1.09×, torch's vectors; a single query in 3.7 ms
+# against torch's 11-21. openvino: 1.0-1.2× with torch's vectors, but slower queries than onnx.
+AUTO_ORDER = ("onnx-int8", "onnx", "openvino", "torch")
 
 
 def _missing(backend: str) -> list[str]:
@@ -214,7 +232,11 @@ def _threads() -> int:
 
 
 class GraphEncoder:
-    """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out."""
+    """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out.
+
+    Sessions open on first use, one per graph: a build never loads the query
+    graph, a search process never loads the int8 document graph.
+    """
 
     def __init__(self, st: Any, backend: str, root: Path) -> None:
         """``backend``: a checked, installed one (:class:`hiera.encode.Encoder` checks before loading the model)."""
@@ -222,10 +244,17 @@ class GraphEncoder:
             raise ValueError(f"GraphEncoder runs exported graphs ({', '.join(_FILES)}), not {backend!r}")
         _check_exportable(st)
         self.st, self.backend = st, backend
-        self.path = graph_path(st, backend, Path(root))
-        self._run = self._openvino() if backend == "openvino" else self._onnxruntime()
+        self.path = graph_path(st, backend, Path(root))  # documents
+        # queries: the float graph the int8 one was quantized from (made on the way to it)
+        self.query_path = self.path.with_name(_FILES["onnx"]) if backend == "onnx-int8" else self.path
+        self._runs: dict[Path, Callable[[dict[str, np.ndarray]], np.ndarray]] = {}
 
-    def _onnxruntime(self) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    def _runner(self, path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+        if path not in self._runs:
+            self._runs[path] = self._openvino(path) if self.backend == "openvino" else self._onnxruntime(path)
+        return self._runs[path]
+
+    def _onnxruntime(self, path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
@@ -235,27 +264,31 @@ class GraphEncoder:
         if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
             # idle threads sleep, as torch's and FAISS's do (hiera.models.passive_threads)
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         inputs = [i.name for i in session.get_inputs()]
         return lambda feed: session.run(None, {n: feed[n] for n in inputs})[0]
 
-    def _openvino(self) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    def _openvino(self, path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
         import openvino as ov
 
-        compiled = ov.Core().compile_model(str(self.path), "CPU", {"INFERENCE_NUM_THREADS": _threads()})
+        compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": _threads()})
         inputs = [p.get_any_name() for p in compiled.inputs]
         return lambda feed: compiled({n: feed[n] for n in inputs})[0]
 
-    def encode(self, texts: Sequence[str], prompt: str, batch_size: int, progress: bool = False) -> np.ndarray:
-        """Length-sorted batches (little padding), returned in the input order."""
+    def encode(
+        self, texts: Sequence[str], prompt: str, batch_size: int, progress: bool = False, *, query: bool = False
+    ) -> np.ndarray:
+        """Length-sorted batches of at most :data:`GRAPH_BATCH` (little padding), returned in the input order."""
         from tqdm import tqdm
 
+        run = self._runner(self.query_path if query else self.path)
+        batch_size = max(1, min(batch_size, GRAPH_BATCH))
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out: np.ndarray | None = None
         for start in tqdm(range(0, len(order), batch_size), disable=not progress, leave=False, desc="encode"):
             idx = order[start : start + batch_size]
             feats = _tensors(self.st.preprocess([texts[i] for i in idx], prompt=prompt or None))
-            vecs = np.asarray(self._run({k: v.numpy() for k, v in feats.items()}), dtype=np.float32)
+            vecs = np.asarray(run({k: v.numpy() for k, v in feats.items()}), dtype=np.float32)
             if out is None:
                 out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
             out[idx] = vecs

@@ -27,18 +27,13 @@ QUESTIONS = [
     "What is the capital of Azerbaijan?",
 ]
 _MARKER = "demo.json"
-# The demo shows DHR only, and DHR keeps its quality with int8 weights (pooled benchmark, bench/encode_speed.py:
-# top-1 −0.37, top-20 +0.02 points against torch) while encoding 1.6× faster — the difference between a first run
-# a newcomer waits out and one they walk away from. Plain search keeps the float default (hiera.backends.AUTO_ORDER):
-# dense retrieval alone loses 0.9 top-1 points with int8.
-DEMO_BACKEND = "onnx-int8"
 
 
 def demo_backend() -> str:
-    """int8 where ONNX Runtime is installed, else the machine's default backend."""
-    from hiera.backends import check_backend, installed
+    """The machine's default encoder backend (``auto``: int8 documents where ONNX Runtime is installed)."""
+    from hiera.backends import check_backend
 
-    return DEMO_BACKEND if installed(DEMO_BACKEND) else check_backend("auto")
+    return check_backend("auto")
 
 
 def demo_sources() -> list[tuple[list[Path], str]]:
@@ -141,8 +136,7 @@ def register(add: Any) -> None:
     sp.add_argument("--k", type=int, default=3)
     sp.add_argument("--rebuild", action="store_true", help="re-ingest and rebuild")
     sp.add_argument("--backend", default=None,
-                    help=f"encoder backend of the build (default {DEMO_BACKEND} where installed: DHR keeps its "
-                         "quality with it; see hiera build --backend)")
+                    help="encoder backend of the build (default: hiera build's, auto; see hiera build --backend)")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from hiera.errors import HieraError
 from hiera.models import check_weights, offline, quiet_transformers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-DEFAULT_BACKEND = "auto"  # hiera.backends.AUTO_ORDER: onnx, else openvino, else torch
+DEFAULT_BACKEND = "auto"  # hiera.backends.AUTO_ORDER: onnx-int8, else onnx, else openvino, else torch
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
 
 
@@ -200,6 +200,11 @@ class Encoder:
         self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.cache_key, self.dim) if use_cache else None
 
     @property
+    def graph(self) -> Any:
+        """The exported graph this encoder runs (:class:`hiera.backends.GraphEncoder`); None on torch."""
+        return self._graph
+
+    @property
     def cache_key(self) -> str:
         """The model's fingerprint, and for an exported backend its name: their vectors differ (int8) or may."""
         if self.backend == "torch":
@@ -219,12 +224,14 @@ class Encoder:
             backend=self.backend,
         )
 
-    def _run(self, encode: Any, texts: Sequence[str], prompt: str, show_progress: bool) -> np.ndarray:
+    def _run(
+        self, encode: Any, texts: Sequence[str], prompt: str, show_progress: bool, query: bool = False
+    ) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             if self._graph is not None:
-                return self._graph.encode(list(texts), prompt, self.batch_size, show_progress)
+                return self._graph.encode(list(texts), prompt, self.batch_size, show_progress, query=query)
             vecs = encode(
                 list(texts),
                 prompt=prompt,
@@ -243,7 +250,7 @@ class Encoder:
         """Queries are short and unique: no cache, no sorting."""
         single = isinstance(queries, str)
         qs = [queries] if single else list(queries)
-        vecs = self._run(self.model.encode_query, qs, self.query_prompt, False)
+        vecs = self._run(self.model.encode_query, qs, self.query_prompt, False, query=True)
         return vecs[0] if single else vecs
 
     def encode_document(

@@ -248,11 +248,11 @@ def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.Monke
     stamp, pid = old_dir.name.rsplit("-", 1)
     assert pid == str(os.getpid())
     monkeypatch.setattr(build_mod.time, "strftime", lambda *a: stamp)
-    build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
+    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
     new_dir = live_build_dir(col_copy)
     assert new_dir != old_dir and not old_dir.exists()
     assert _builds(col_copy) == [new_dir.name]
-    build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)  # and once more
+    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)  # once more
     assert _builds(col_copy) == [live_build_dir(col_copy).name]
     monkeypatch.undo()
     assert _results(Collection(col_copy), names=("bm25", "dense", "dhr")) == expected
@@ -307,7 +307,8 @@ def test_add_appends_without_reencoding_old_texts(col_copy: Path, tmp_path: Path
     monkeypatch.setattr(Encoder, "_encode", spy)
     monkeypatch.setattr(build_mod, "build_faiss", spy_build_faiss)
     monkeypatch.setattr(build_mod, "load_faiss", spy_load_faiss)
-    build(col_copy, BuildOptions(progress=False, cache_dir=empty_cache), log=helpers.QUIET)
+    build(col_copy, BuildOptions(progress=False, cache_dir=empty_cache, backend=helpers.SHARED_BACKEND),
+          log=helpers.QUIET)
     monkeypatch.undo()
 
     new_passages = [p for _, p in store.iter_passages(new_ids)]
@@ -381,7 +382,7 @@ def test_cli_add_end_to_end(col_copy: Path, tmp_path: Path, monkeypatch: pytest.
 def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
     m = build(
         col_copy,
-        BuildOptions(progress=False, passage_factory="HNSW32", doc_factory="HNSW32"),
+        BuildOptions(progress=False, passage_factory="HNSW32", doc_factory="HNSW32", backend=helpers.SHARED_BACKEND),
         log=helpers.QUIET,
     )
     assert m.faiss == {"passage": "HNSW32", "doc": "HNSW32"}

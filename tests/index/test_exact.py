@@ -64,7 +64,8 @@ def test_collection_on_the_torch_device_gives_the_faiss_results(shared_root: Pat
 
 def test_an_hnsw_build_is_searched_exactly(shared_root: Path, tmp_path: Path) -> None:
     root = helpers.copy_collection(shared_root, tmp_path / "col")
-    build(root, BuildOptions(progress=False, passage_factory="HNSW4", doc_factory="HNSW4"), log=helpers.QUIET)
+    build(root, BuildOptions(progress=False, passage_factory="HNSW4", doc_factory="HNSW4", backend=helpers.SHARED_BACKEND),
+          log=helpers.QUIET)
     exact_col = Collection(root, device="cpu")
     assert isinstance(exact_col.passage_faiss, TorchExactIndex) and isinstance(exact_col.doc_faiss, TorchExactIndex)
     assert "HNSW" in type(Collection(root, device="faiss").passage_faiss).__name__
