@@ -35,7 +35,7 @@ def pooled_sources(data: Path) -> list[tuple[list[Path], str]]:
 
 
 def ensure_pooled(root: Path = POOLED, options: Any = None) -> Path:
-    """``root`` ingested from the pooled sources and built with ``options`` (a BuildOptions; None: defaults)."""
+    """``root`` ingested from the pooled sources and built with ``options`` (a BuildOptions; None: torch)."""
     ensure_collection(root, pooled_sources(data_dir()), options=options)
     return root
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench.common import DOC_TOPK, TOPK, WORK, Report, data_dir, percent
+from bench.common import DOC_TOPK, REFERENCE_BACKEND, TOPK, WORK, Report, data_dir, percent
 from bench.pooled import ensure_pooled
 
 ROOT = WORK / "pooled-hnsw"
@@ -33,7 +33,7 @@ def ensure_pooled_hnsw() -> None:
     from hiera.index.build import BuildOptions
     from hiera.index.manifest import Manifest
 
-    ensure_pooled(ROOT, BuildOptions(passage_factory=FACTORY, doc_factory=FACTORY))
+    ensure_pooled(ROOT, BuildOptions(passage_factory=FACTORY, doc_factory=FACTORY, backend=REFERENCE_BACKEND))
     faiss = Manifest.read(ROOT / "index").faiss
     if faiss.get("passage") != FACTORY or faiss.get("doc") != FACTORY:
         raise SystemExit(f"{ROOT} is built with {faiss}, not {FACTORY}: remove it and rerun")

@@ -30,7 +30,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.common import TOPK, WORK, Report, data_dir, percent, table, tune, write_json
+from bench.common import REFERENCE_BACKEND, TOPK, WORK, Report, data_dir, percent, table, tune, write_json
 from bench.pooled import POOLED, ensure_pooled
 from hiera.eval.questions import load_questions
 from hiera.train.args import RerankerArgs, TrainArgs
@@ -113,7 +113,7 @@ def collection_for(src: Path, name: str, passage_encoder: str, doc_encoder: str)
     else:
         root.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / "corpus.sqlite", root / "corpus.sqlite")
-    build(root, BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder))
+    build(root, BuildOptions(passage_encoder=passage_encoder, doc_encoder=doc_encoder, backend=REFERENCE_BACKEND))
     return root
 
 
