@@ -105,8 +105,8 @@ def kernels(texts: list[str], batch: int) -> tuple[list[dict], dict]:
     import tempfile
 
     import onnxruntime as ort
-    import torch
 
+    from hiera.backends import session_options
     from hiera.encode import Encoder
 
     enc = Encoder(use_cache=False, backend="onnx-int8")
@@ -117,9 +117,7 @@ def kernels(texts: list[str], batch: int) -> tuple[list[dict], dict]:
     secs: dict[str, collections.Counter] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in graphs.items():
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = torch.get_num_threads()  # as hiera.backends runs them
-            so.log_severity_level = 3
+            so = session_options()  # as hiera runs the graphs
             so.enable_profiling, so.profile_file_prefix = True, str(Path(tmp) / name)
             session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
             inputs = [i.name for i in session.get_inputs()]

@@ -231,6 +231,20 @@ def _threads() -> int:
     return max(1, int(torch.get_num_threads()))
 
 
+def session_options() -> Any:
+    """ONNX Runtime's options for every graph hiera runs (``bench.encode_speed --kernels`` profiles with them)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = _threads()
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        # idle threads sleep, as torch's and FAISS's do (hiera.models.passive_threads)
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return so
+
+
 class GraphEncoder:
     """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out.
 
@@ -257,14 +271,7 @@ class GraphEncoder:
     def _onnxruntime(self, path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
         import onnxruntime as ort
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = _threads()
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 3
-        if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
-            # idle threads sleep, as torch's and FAISS's do (hiera.models.passive_threads)
-            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
         inputs = [i.name for i in session.get_inputs()]
         return lambda feed: session.run(None, {n: feed[n] for n in inputs})[0]
 
