@@ -83,6 +83,7 @@ class FakeClassifier:
     """The SetClassifier interface over descriptions; counts the pairs it is asked about."""
 
     name = "fake"
+    path = Path("fake-classifier")
 
     def __init__(self, descriptions: dict[str, str], store, zero: Sequence[str] = ()) -> None:
         self.by_id = {}

@@ -380,8 +380,9 @@ METHODS: dict[str, MethodSpec] = {
                 Param("decompose", "bool", True,
                       "sets: false classifies the whole query as one constraint (the paper's baseline)"),
                 Param("lexical_weight", "float", None,
-                      "sets: weight w of a constraint's BM25 score (divided by the best) blended into the classifier's "
-                      "probability, (1 − w)·p + w·bm25 (default: the classifier's tuned weight, else 0)",
+                      "sets: weight w of a document's lead coverage of the constraint (the IDF-weighted share of its "
+                      "terms that the title and first sentence state) blended into the classifier's probability, "
+                      "(1 − w)·p + w·lead (default: the classifier's tuned weight, else 0)",
                       min=0.0, max=1.0),
             ),
             requires=("bm25",),

@@ -18,9 +18,12 @@ from questdata import FakeClassifier, quest_collection
 
 from hiera.cli import main
 from hiera.collection import Collection
-from hiera.retrieve.sets import SetsRetriever, best_sentence, roles_of, split_sentences
+from hiera.errors import HieraError
+from hiera.retrieve.sets import SetsRetriever, roles_of
+from hiera.sets.classifier import Thresholds
 from hiera.sets.evaluate import gold_ids
 from hiera.sets.expr import And, Atom, Diff, Or, evaluate, from_json
+from hiera.sets.lexical import LEXICAL_EVIDENCE
 from hiera.sets.queries import load_set_queries, read_predictions
 from hiera.sets.tune import set_f1
 
@@ -136,21 +139,34 @@ def test_without_a_classifier_retrieval_scores_stand_in(col: Collection) -> None
         r.search("German architects", classifier="/nonexistent/classifier")
 
 
-def test_sentences_and_support_choice() -> None:
-    text = "Yang Chen-Ning also known as C.N. Yang, was a physicist. He was born in 1922 in Hefei. St. Louis is a city."
-    assert split_sentences(text) == [
-        "Yang Chen-Ning also known as C.N. Yang, was a physicist.", "He was born in 1922 in Hefei.",
-        "St. Louis is a city.",
-    ]
-    sents = split_sentences(text)
-    assert best_sentence("physicists", sents) == 0
-    assert best_sentence("physicists born in the 20th century", sents) == 1  # "born" and the year 19xx
-    assert best_sentence("qqq", sents) == 0
+def test_lead_coverage_is_the_lexical_evidence(col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(col, quest)
+    plan = r.batch_plans(["German architects"])[0]
+    lead = plan.lexical["German architects"]
+    assert set(lead) == set(plan.scores["German architects"])  # every scored document has its evidence
+    by_title = {plan.titles[d]: v for d, v in lead.items()}
+    # "Walter Gropius was a German-American architect": both terms; other architects state one of them
+    assert by_title["Walter Gropius"] == pytest.approx(1.0)
+    others = [v for t, v in by_title.items() if "architect" in quest["descriptions"].get(t, "").lower()
+              and "german" not in quest["descriptions"].get(t, "").lower()]
+    assert others and max(others) < 1.0
+    blended = r.batch_plans(["German architects"], lexical_weight=0.4)[0]
+    d = next(iter(lead))
+    assert blended.scores["German architects"][d] == pytest.approx(
+        0.6 * blended.probabilities["German architects"][d] + 0.4 * lead[d], abs=1e-6
+    )
+    # a weight tuned on another lexical evidence (BM25, before lead coverage) is refused, not silently reused
+    fake.thresholds = Thresholds(0.5, {}, "tuned", {}, {"decomposed": 0.5})
+    with pytest.raises(HieraError, match="hiera sets tune again"):
+        r.search("German architects", k=5)
+    assert r.search("German architects", k=5, lexical_weight=0.5).answer_set is not None  # an explicit weight is fine
+    fake.thresholds = Thresholds(0.5, {}, "tuned", {"lexical_evidence": LEXICAL_EVIDENCE}, {"decomposed": 0.5})
+    assert r.search("German architects", k=5).answer_set is not None
 
 
 def test_roles_and_expressions() -> None:
     e = Diff(And((Atom("a"), Atom("b"))), Or((Atom("c"), Atom("a"))))
-    assert roles_of(e) == {"a": "conjunct", "b": "conjunct", "c": "negative"}
+    assert roles_of(e) == {"a": "positive", "b": "conjunct", "c": "negative"}
     assert roles_of(Atom("q"), decompose=False) == {"q": "query"}
     assert from_json({"op": "atom", "text": "x", "span": []}) == Atom("x")
 

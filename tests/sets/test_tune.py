@@ -54,11 +54,13 @@ def test_per_role_thresholds_when_a_difference_needs_its_own() -> None:
     assert tune_thresholds(plans, golds, min_role_queries=3)["mode"] == "global"
 
 
-def test_conjunct_role_for_the_sides_of_an_intersection() -> None:
+def test_conjunct_role_for_the_qualifiers_of_an_intersection() -> None:
     e = And((Atom("A"), Atom("B")))
-    assert roles_of(e) == {"A": "conjunct", "B": "conjunct"}
-    assert roles_of(Diff(e, Atom("C"))) == {"A": "conjunct", "B": "conjunct", "C": "negative"}
-    assert roles_of(Or((e, Atom("A")))) == {"A": "positive", "B": "conjunct"}
+    assert roles_of(e) == {"A": "positive", "B": "conjunct"}  # the set asked for, then what qualifies it
+    assert roles_of(And((Atom("A"), Atom("B"), Atom("C")))) == {"A": "positive", "B": "conjunct", "C": "conjunct"}
+    assert roles_of(Diff(e, Atom("C"))) == {"A": "positive", "B": "conjunct", "C": "negative"}
+    assert roles_of(Or((e, Atom("B")))) == {"A": "positive", "B": "positive"}
+    assert roles_of(Diff(Atom("A"), e)) == {"A": "positive", "B": "negative"}
     # B's probabilities run low (a constraint the text states indirectly): a lower conjunct threshold recovers it
     plans = [
         plan(e, {"A": {"x": 0.9, "y": 0.95}, "B": {"x": 0.55, "y": 0.1}}),
@@ -112,3 +114,29 @@ def test_lexical_blend_is_kept_only_when_it_helps(tmp_path: Path) -> None:
     assert tune_blend([plain], [{"d1"}])["lexical_weight"] == 0.0  # no gain: the probabilities stay
     write_thresholds(tmp_path, thresholds_from(res, tmp_path))
     assert read_thresholds(tmp_path).lexical_weight == {"decomposed": res["lexical_weight"]}
+
+
+def test_thresholds_tuned_with_other_lexical_evidence_do_not_carry_over(tmp_path: Path) -> None:
+    # a file from before lead coverage: a BM25 weight and roles, no lexical_evidence
+    write_thresholds(tmp_path, Thresholds(0.7, {"negative": 0.9, "query": 0.6}, "tuned", {}, {"decomposed": 0.5}))
+    assert not read_thresholds(tmp_path).evidence_matches()
+    assert Thresholds(0.7, {}, "tuned", {}, {}).evidence_matches()  # blending nothing matches any evidence
+    res = tune_thresholds([plan(Atom("A"), {"A": {"d1": 0.9, "d2": 0.2}})], [{"d1"}])
+    write_thresholds(tmp_path, thresholds_from(res, tmp_path))
+    saved = read_thresholds(tmp_path)
+    assert saved.evidence_matches() and saved.meta["lexical_evidence"] == "lead-coverage"
+    assert "query" not in saved.by_role and saved.lexical_weight == {"decomposed": 0.0}  # nothing of the old file
+
+
+def test_the_set_asked_for_keeps_its_threshold_while_its_qualifier_is_lenient() -> None:
+    # "A that are also B": A separates x from z clearly, B (a date the text rarely states) scores both low
+    plans = [
+        plan(And((Atom("A"), Atom("B"))), {"A": {"x": 0.9, "z": 0.6}, "B": {"x": 0.3, "z": 0.3}}),
+        plan(Atom("D"), {"D": {"c1": 0.9, "c2": 0.6}}),
+    ]
+    golds = [{"x"}, {"c1"}]
+    res = tune_thresholds(plans, golds, min_role_queries=1)
+    assert res["f1"] == pytest.approx(1.0)
+    assert res["by_role"]["conjunct"] <= 0.3 and 0.6 < res["by_role"]["positive"] <= 0.9
+    # one threshold for both sides could not do it: B needs ≤ 0.3, A needs > 0.6
+    assert max(avg_f1(plans, golds, {"positive": t, "conjunct": t}) for t in (0.2, 0.3, 0.5, 0.7, 0.9)) < 1.0

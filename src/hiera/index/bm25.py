@@ -106,6 +106,16 @@ class Bm25Index:
     def size(self) -> int:
         return int(self.retriever.scores["num_docs"])
 
+    def df(self, terms: list[str]) -> list[int]:
+        """Document frequency of each analyzed term (0 when the index does not know it)."""
+        vocab = self.retriever.vocab_dict
+        indptr = self.retriever.scores["indptr"]
+        out = []
+        for t in terms:
+            i = vocab.get(t)
+            out.append(int(indptr[i + 1] - indptr[i]) if i is not None and i + 1 < len(indptr) else 0)
+        return out
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every indexed text for ``query`` (zeros if no term is known)."""
         ids = self.retriever.get_tokens_ids(self.analyzer(query))

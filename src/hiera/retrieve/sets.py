@@ -21,8 +21,10 @@
    scored left to right and a document below 0.02 for a required side is
    not scored for the others (:func:`score_lazily`);
    With ``lexical_weight`` w (default: the weight ``hiera sets tune`` kept,
-   else 0) the score is ``(1 − w)·p + w·bm25``, ``bm25`` the constraint's
-   BM25 score for the document divided by its best over the collection;
+   else 0) the score is ``(1 − w)·p + w·lead``, ``lead`` the document's
+   **lead coverage** of the constraint: the IDF-weighted share of the
+   constraint's terms that its title and first sentence state
+   (:mod:`hiera.sets.lexical`: a lead sentence says what its subject is);
 4. **accept** the documents at or above the threshold: ``threshold`` when
    given, else the classifier's tuned one for the constraint's role
    (``hiera sets tune``: ``positive``, ``conjunct`` for a side of an
@@ -60,7 +62,6 @@ both lists); the trace says so and how to pass a classifier.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from hiera.collection import Collection
+from hiera.errors import HieraError
 from hiera.retrieve.base import BaseRetriever
 from hiera.retrieve.docstage import STAGES
 from hiera.retrieve.fusion import Ranked, by_max, rrf
@@ -86,6 +88,14 @@ from hiera.sets.expr import (
     soft_scores,
     template,
     to_infix,
+)
+from hiera.sets.lexical import (
+    LEXICAL_EVIDENCE,
+    ConstraintTerms,
+    LeadMatcher,
+    best_sentence,
+    lead_text,
+    split_sentences,
 )
 from hiera.sets.parser import ParseResult, get_parser
 
@@ -108,7 +118,7 @@ class SetPlan:
     classifier: str | None  # the classifier's name, None: retrieval scores
     titles: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    # with a classifier: each scored document's BM25 score for the constraint divided by the best (lexical evidence)
+    # with a classifier: each scored document's lead coverage of the constraint (lexical evidence, hiera.sets.lexical)
     lexical: dict[str, dict[str, float]] = field(default_factory=dict)
     probabilities: dict[str, dict[str, float]] | None = None  # the classifier's own, when ``scores`` are blended
 
@@ -144,11 +154,22 @@ def roles_of(expr: Expr, decompose: bool = True) -> dict[str, str]:
     """Each constraint's role, which picks its threshold.
 
     ``negative``: subtracted by a difference (and used nowhere else);
-    ``conjunct``: a side of an intersection (it only has to confirm what the
-    other sides accept, and every side must pass, so it may want a lower
-    threshold than a constraint that stands alone); ``positive``: any other
-    (a whole query's only constraint, a union's alternative, a difference's
-    left side); ``query``: the whole query, undecomposed.
+    ``conjunct``: a side of an intersection after its first — the qualifier
+    of "American singers who were also dancers" (it only confirms members of
+    the set the first side names, and every side must pass, so it may want a
+    lower threshold than a constraint that stands alone); ``positive``: any
+    other (a whole query's only constraint, a union's alternative, a
+    difference's left side, an intersection's first side — the set the query
+    asks for, which must be as sure as a set standing alone); ``query``: the
+    whole query, undecomposed.
+
+    The first side of an intersection was a ``conjunct`` too until
+    2026-11-23. One threshold then served "American filmmakers" and
+    "filmmakers born in the 20th century": tuned low for the qualifier (whose
+    classifier is unsure of birth dates the text rarely states), it let
+    non-American filmmakers through. As ``positive`` the set asked for keeps
+    its own threshold (bench/README.md: intersections' avg F1 on held-out
+    queries 34 → 58).
     """
     if not decompose:
         return {a.text: "query" for a in atoms(expr)}
@@ -161,8 +182,8 @@ def roles_of(expr: Expr, decompose: bool = True) -> dict[str, str]:
             walk(node.left, role)
             walk(node.right, "negative")
         elif isinstance(node, And):
-            for c in node.children:
-                walk(c, "negative" if role == "negative" else "conjunct")
+            for i, c in enumerate(node.children):
+                walk(c, "negative" if role == "negative" else role if i == 0 else "conjunct")
         else:
             for c in node.children:
                 walk(c, role)
@@ -224,70 +245,6 @@ def score_lazily(
     return run(expr, [], True)
 
 
-# -- evidence sentences -----------------------------------------------------------------
-_SENT_BREAK = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“(\[]?[A-Z0-9])")
-_ABBREV = {"st", "dr", "mr", "mrs", "ms", "jr", "sr", "c", "ca", "b", "d", "fl", "no", "vs", "etc", "mt", "ft", "u.s", "e.g", "i.e"}
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = {
-    "a", "an", "the", "of", "in", "on", "at", "by", "for", "from", "to", "and", "or", "that", "are", "is", "was",
-    "were", "who", "which", "also", "both", "not", "but", "with", "as", "be", "been", "their", "its", "it",
-}  # fmt: skip
-_ORDINAL = re.compile(r"^(\d{1,2})(st|nd|rd|th)$")
-_DECADE = re.compile(r"^(\d{3})0s$")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (a break after ., ! or ? before a capital or digit; common abbreviations kept)."""
-    out: list[str] = []
-    start = 0
-    for m in _SENT_BREAK.finditer(text):
-        before = text[start : m.start()].rsplit(None, 1)
-        last = before[-1].rstrip(".!?\"'”’)]").lower() if before else ""
-        if last in _ABBREV or (len(last) == 1 and last.isalpha()) or "." in last:  # "c.", "St.", "C.N."
-            continue
-        out.append(text[start : m.start()].strip())
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return [s for s in out if s]
-
-
-def _stem(w: str) -> str:
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
-
-
-def _terms(text: str) -> tuple[set[str], list[re.Pattern[str]]]:
-    """Content stems of ``text`` and year patterns its centuries/decades stand for."""
-    words = _WORD.findall(text.lower().replace("'s", ""))
-    stems = {_stem(w) for w in words if w not in _STOP}
-    years: list[re.Pattern[str]] = []
-    for i, w in enumerate(words):
-        m = _ORDINAL.match(w)
-        if m and i + 1 < len(words) and words[i + 1].startswith("centur"):
-            years.append(re.compile(rf"\b{int(m.group(1)) - 1}\d\d\b"))
-        m = _DECADE.match(w)
-        if m:
-            years.append(re.compile(rf"\b{m.group(1)}\d\b"))
-    return stems, years
-
-
-def best_sentence(constraint: str, sentences: list[str]) -> int:
-    """Index of the sentence that shares most content words (or years) with ``constraint``; 0 when none does."""
-    stems, years = _terms(constraint)
-    best, best_i = 0.0, 0
-    for i, s in enumerate(sentences):
-        sstems = {_stem(w) for w in _WORD.findall(s.lower())}
-        score = len(stems & sstems) + sum(1 for y in years if y.search(s))
-        if score > best:
-            best, best_i = score, i
-    return best_i
-
-
 # -- the retriever --------------------------------------------------------------------------
 
 
@@ -300,6 +257,8 @@ class SetsRetriever(BaseRetriever):
         super().__init__(collection, **defaults)
         self._parsers: dict[str, Any] = {}
         self._inputs: dict[str, str] = {}
+        self._leads: dict[str, tuple[frozenset[str], str]] = {}
+        self._matcher: LeadMatcher | None = None
 
     # -- components --------------------------------------------------------------------
     def classifier(self, path: str | None) -> Any:
@@ -325,6 +284,29 @@ class SetsRetriever(BaseRetriever):
                 self._inputs.clear()
             self._inputs[doc_id] = text
         return text
+
+    def lead_matcher(self) -> LeadMatcher:
+        """Lead coverage with the collection's BM25 analyzer and document frequencies (:mod:`hiera.sets.lexical`)."""
+        if self._matcher is None:
+            bm = self.col.bm25_docs
+            self._matcher = LeadMatcher(bm.analyzer, bm.df, bm.size)
+        return self._matcher
+
+    def _lead(self, doc_id: str) -> tuple[frozenset[str], str]:
+        got = self._leads.get(doc_id)
+        if got is None:
+            title, _, body = self.col.store.doc_fulltext(doc_id).partition("\n")
+            lead = lead_text(title, body)
+            got = (self.lead_matcher().lead_terms(lead), lead)
+            if len(self._leads) > 200_000:
+                self._leads.clear()
+            self._leads[doc_id] = got
+        return got
+
+    def lead_coverage(self, constraint: str, doc_ids: list[str]) -> dict[str, float]:
+        """Each document's lead coverage of ``constraint``: the lexical evidence blended with the classifier."""
+        terms: ConstraintTerms = self.lead_matcher().terms(constraint)
+        return {d: LeadMatcher.coverage(terms, *self._lead(d)) for d in doc_ids}
 
     # -- batch preparation: parse every query, encode every constraint once --------------
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -413,11 +395,7 @@ class SetsRetriever(BaseRetriever):
             score_lazily(expr, own, classify)
         lexical: dict[str, dict[str, float]] = {}
         if clf is not None:
-            for text, table in scores.items():
-                if table:
-                    full = by_max(np.asarray(self.col.bm25_docs.scores(text), dtype=np.float32))
-                    pos = self._positions()
-                    lexical[text] = {d: float(full[pos[d]]) for d in table if d in pos}
+            lexical = {text: self.lead_coverage(text, list(table)) for text, table in scores.items() if table}
         timings["classify"] = (time.perf_counter() - t) * 1000
         plan = SetPlan(
             query=query, expr=expr, parse=ctx.get("parse"), roles=roles, candidates=counts, pool=pool,
@@ -426,18 +404,20 @@ class SetsRetriever(BaseRetriever):
         )
         return plan.blend(self.retrieval_weight(params)) if clf is not None else plan
 
-    def _positions(self) -> dict[str, int]:
-        if not hasattr(self, "_pos"):
-            self._pos = {d.id: i for i, d in enumerate(self.col.store.iter_docs())}
-        return self._pos
-
     def retrieval_weight(self, params: dict[str, Any]) -> float:
         """``lexical_weight`` when given, else the classifier's tuned one (``hiera sets tune``), else 0."""
         if params.get("lexical_weight") is not None:
             return float(params["lexical_weight"])
         clf = self.classifier(params.get("classifier"))
+        if clf is None:
+            return 0.0
+        if not clf.thresholds.evidence_matches():
+            raise HieraError(
+                f"{clf.path}/hiera-sets.json blends lexical evidence other than {LEXICAL_EVIDENCE!r} (tuned before "
+                "2026-11-23): run hiera sets tune again, or pass --set lexical_weight=W"
+            )
         mode = "decomposed" if params["decompose"] else "query"
-        return float(clf.thresholds.lexical_weight.get(mode, 0.0)) if clf is not None else 0.0
+        return float(clf.thresholds.lexical_weight.get(mode, 0.0))
 
     def thresholds(self, params: dict[str, Any]) -> tuple[dict[str, float], str]:
         """Threshold per role, and where they come from."""
@@ -564,5 +544,4 @@ class SetsRetriever(BaseRetriever):
         return hits
 
 
-__all__ = ["NO_CLASSIFIER_THRESHOLD", "PRUNE_FLOOR", "SetPlan", "SetsRetriever", "best_sentence", "roles_of",
-           "score_lazily", "split_sentences"]
+__all__ = ["NO_CLASSIFIER_THRESHOLD", "PRUNE_FLOOR", "SetPlan", "SetsRetriever", "roles_of", "score_lazily"]

@@ -9,6 +9,8 @@
   prediction files out;
 * :mod:`hiera.sets.metrics` — QUEST's official metrics over those files
   (computed by :mod:`hiera.eval.metrics`), overall and per template;
+* :mod:`hiera.sets.lexical` — lexical evidence: how much of a constraint a
+  document's lead sentence states, and the sentence that supports a member;
 * :mod:`hiera.sets.cli` — ``hiera sets parse``.
 
 Nothing here imports a model; spaCy is used by the parser only when asked

@@ -16,9 +16,9 @@ that the document belongs to the constraint's set. A directory holds:
     the thresholds ``hiera sets tune`` chose for **set** F1 on validation
     queries (the paper's threshold search), written atomically:
     ``{"threshold": t, "by_role": {"positive": t1, "conjunct": t2, "negative": t3, "query": t4},
-    "lexical_weight": {"decomposed": w1, "query": w2}, ...}`` (``w``: the weight of a constraint's BM25
-    score, divided by the best, blended into its probability where tuning found that it helps; see
-    :mod:`hiera.sets.tune`).
+    "lexical_weight": {"decomposed": w1, "query": w2}, "lexical_evidence": "lead-coverage", ...}``
+    (``w``: the weight of the document's lead coverage of a constraint blended into its probability
+    where tuning found that it helps; see :mod:`hiera.sets.tune` and :mod:`hiera.sets.lexical`).
 
 Roles (:func:`hiera.retrieve.sets.roles_of`): a constraint on the right of a
 difference is ``negative`` (it removes members), a side of an intersection
@@ -43,6 +43,7 @@ import numpy as np
 from hiera.errors import HieraError
 from hiera.io import write_json_atomic
 from hiera.schema import Map, Num, Obj, SchemaError, validate
+from hiera.sets.lexical import LEXICAL_EVIDENCE
 
 THRESHOLDS_FILE = "hiera-sets.json"
 ROLES = ("positive", "conjunct", "negative", "query")
@@ -66,6 +67,10 @@ class Thresholds:
     meta: dict[str, Any] = field(default_factory=dict)
     # weight of the BM25 evidence blended into the probabilities, per mode ("decomposed", "query"; tuned; absent: 0)
     lexical_weight: dict[str, float] = field(default_factory=dict)
+
+    def evidence_matches(self) -> bool:
+        """Whether the lexical weights were tuned with today's lexical evidence (or blend nothing)."""
+        return self.meta.get("lexical_evidence") == LEXICAL_EVIDENCE or not any(self.lexical_weight.values())
 
     def for_role(self, role: str) -> float:
         return float(self.by_role.get(role, self.threshold))

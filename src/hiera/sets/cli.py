@@ -8,8 +8,8 @@ expression tree (``--json``: one object with ``template``, ``constraints``,
 ``hiera sets tune COLL --questions FILE --format quest --classifier DIR
 [--set candidates=N] [--set decompose=false] [--dry-run]`` runs the ``sets``
 method over validation queries and picks the classifier's thresholds for avg
-F1 of the predicted sets, and whether blending in the constraints' BM25 scores
-helps (:mod:`hiera.sets.tune`; ``--set lexical_weight=W`` fixes it), saved in
+F1 of the predicted sets, and whether blending in the documents' lead coverage of
+each constraint helps (:mod:`hiera.sets.tune`; ``--set lexical_weight=W`` fixes it), saved in
 ``DIR/hiera-sets.json``.
 
 Registered into the main parser through :func:`register`; nothing heavier
@@ -66,7 +66,8 @@ def cmd_sets_tune(args: argparse.Namespace) -> int:
     r = SetsRetriever(col, **params)
     if not args.quiet:
         print(f"scoring {len(queries)} validation queries ...", file=sys.stderr)
-    plans = r.batch_plans([q.query for q in queries])
+    # the classifier's own probabilities (tune_blend blends each weight itself; a saved weight may be stale)
+    plans = r.batch_plans([q.query for q in queries], lexical_weight=0.0)
     golds = [gold_ids(col.store, q)[0] for q in queries]
     res = tune_blend(plans, golds, weights=LEXICAL_GRID if fixed is None else (fixed,))
     meta = {"questions": str(args.questions), "n": len(queries), "candidates": r.defaults["candidates"],

@@ -24,8 +24,8 @@ computed once per query (the plans), so a threshold costs only set algebra.
 * **query** role (plans made with ``decompose=false``): one threshold for the
   undecomposed baseline, stored beside the others;
 * **lexical weight** (:func:`tune_blend`): the classifier's probability may be
-  blended with the constraint's BM25 score divided by the best,
-  ``(1 − w)·p + w·bm25``; each ``w`` of :data:`LEXICAL_GRID` gets its own
+  blended with the document's lead coverage of the constraint
+  (:mod:`hiera.sets.lexical`), ``(1 − w)·p + w·lead``; each ``w`` of :data:`LEXICAL_GRID` gets its own
   threshold search and a ``w`` above 0 is kept only when it beats the pure
   classifier by ``min_gain`` (a classifier trained in a short CPU budget is
   still unsure of exact attributes that the words state).
@@ -39,6 +39,9 @@ from typing import Any
 from hiera.errors import BadInputError
 from hiera.sets.classifier import Thresholds, read_thresholds
 from hiera.sets.expr import evaluate
+from hiera.sets.lexical import LEXICAL_EVIDENCE
+
+EVIDENCE = {"lexical_evidence": LEXICAL_EVIDENCE}
 
 GRID: tuple[float, ...] = tuple(round(0.02 * i, 2) for i in range(1, 50))  # 0.02 … 0.98
 ROLE_ORDER = ("positive", "conjunct", "negative")
@@ -140,6 +143,8 @@ def tune_blend(
 def thresholds_from(result: dict[str, Any], model_dir: Any, meta: dict[str, Any] | None = None) -> Thresholds:
     """What to save beside the classifier: a query-role result keeps the saved global threshold."""
     old = read_thresholds(model_dir)
+    if old is not None and not old.evidence_matches():
+        old = None  # blended with another lexical evidence: none of its thresholds carries over
     meta = {**(meta or {}), "f1": result["f1"], "mode": result["mode"], "queries": result["queries"]}
     weights = dict(old.lexical_weight) if old is not None else {}
     mode = "query" if result["mode"] == "query" else "decomposed"
@@ -147,12 +152,12 @@ def thresholds_from(result: dict[str, Any], model_dir: Any, meta: dict[str, Any]
     if mode == "query":
         glob = old.threshold if old is not None else result["by_role"]["query"]
         by_role = {**(old.by_role if old else {}), **result["by_role"]}
-        return Thresholds(glob, by_role, "tuned", {**(old.meta if old else {}), "query": meta}, weights)
+        return Thresholds(glob, by_role, "tuned", {**(old.meta if old else {}), "query": meta, **EVIDENCE}, weights)
     by_role = dict(result["by_role"])
     if old is not None and "query" in old.by_role:
         by_role["query"] = old.by_role["query"]
     kept = {k: v for k, v in (old.meta if old else {}).items() if k == "query"}
-    return Thresholds(result["threshold"], by_role, "tuned", {**kept, "decomposed": meta}, weights)
+    return Thresholds(result["threshold"], by_role, "tuned", {**kept, "decomposed": meta, **EVIDENCE}, weights)
 
 
 __all__ = ["GRID", "LEXICAL_GRID", "avg_f1", "predicted", "set_f1", "thresholds_from", "tune_blend", "tune_thresholds"]
