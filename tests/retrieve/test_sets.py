@@ -161,7 +161,9 @@ def test_lead_coverage_is_the_lexical_evidence(col: Collection, quest: dict) -> 
         r.search("German architects", k=5)
     assert r.search("German architects", k=5, lexical_weight=0.5).answer_set is not None  # an explicit weight is fine
     fake.thresholds = Thresholds(0.5, {}, "tuned", {"lexical_evidence": LEXICAL_EVIDENCE}, {"decomposed": 0.5})
-    assert r.search("German architects", k=5).answer_set is not None
+    res = r.search("German architects", k=5)
+    classify = next(s for s in res.trace if s.name == "classify").detail
+    assert classify["lexical_weight"] == 0.5 and classify["lexical_evidence"] == LEXICAL_EVIDENCE
 
 
 def test_roles_and_expressions() -> None:

@@ -461,6 +461,7 @@ class SetsRetriever(BaseRetriever):
         cdetail: dict[str, Any] = {"classifier": plan.classifier, "thresholds_from": source, "per_constraint": {}}
         if plan.classifier is not None:
             cdetail["lexical_weight"] = self.retrieval_weight(params)
+            cdetail["lexical_evidence"] = LEXICAL_EVIDENCE  # score = (1 − w)·probability + w·lead coverage
         if plan.classifier is None:
             cdetail["note"] = ("no classifier: retrieval scores (RRF of BM25 and dense, divided by the best) stand in "
                                "for probabilities; pass --set classifier=DIR (hiera train-classifier)")
