@@ -26,12 +26,18 @@ Systems (each scored on the same queries, doc ids mapped from gold titles):
 * ``sets, classifier only``: parse, per-constraint candidates and classifier
   probabilities, explicit set algebra; thresholds tuned on the tune split;
 * ``sets``: the same with ``hiera sets tune``'s full search, which may also
-  blend each constraint's BM25 score into the probability (the lexical weight
-  is kept only when it beats the classifier alone on the tune split).
+  blend each document's lead coverage of the constraint into the probability
+  (:mod:`hiera.sets.lexical`; the lexical weight is kept only when it beats
+  the classifier alone on the tune split);
+* ``sets, BM25 evidence``: ``sets`` with the lexical evidence it blended until
+  2026-11-23 (the constraint's BM25 score over the whole document divided by
+  its best), same classifier, same search: the ablation of lead coverage.
 
 The classifier (``hiera train-classifier`` on the train split, from
 all-MiniLM-L6-v2, ``--max-minutes`` budget) is trained once into
-``bench/work/quest_sets/classifier`` and reused (``--retrain`` to redo it);
+``bench/work/quest_sets/classifier`` (``classifier-NAME`` for a run with
+``--name NAME``, so a variant never replaces the default run's classifier)
+and reused (``--retrain`` to redo it);
 its thresholds are saved beside it as ``hiera sets tune`` would. Scores are
 computed once per query and system (the plans), so tuning and the two
 reports cost only set algebra. Also reported: the parser's template accuracy
@@ -88,25 +94,31 @@ def write_splits(src: Path, dest: Path) -> dict[str, Path]:
     return paths
 
 
+def classifier_dir(name: str) -> Path:
+    """The default run's classifier is ``classifier``; a named run (``--name``) trains its own beside it."""
+    return CLASSIFIER if name == "quest_sets" else HERE / f"classifier-{name}"
+
+
 def ensure_classifier(train: Path, args: argparse.Namespace) -> dict[str, Any]:
     from hiera.sets.queries import load_set_queries
     from hiera.train.args import ClassifierArgs
     from hiera.train.classifier import queries_digest, train_classifier
 
+    out = classifier_dir(args.name)
     queries = load_set_queries(train, require_docs=True)
-    meta = CLASSIFIER / "hiera-reranker.json"
+    meta = out / "hiera-reranker.json"
     if meta.exists() and not args.retrain:
         report = json.loads(meta.read_text())
         if report.get("queries_digest") == queries_digest(queries):
-            print(f"reusing {CLASSIFIER} (--retrain to train it again)")
+            print(f"reusing {out} (--retrain to train it again)")
             return report
-        print(f"{CLASSIFIER} was trained on other queries: training again")
+        print(f"{out} was trained on other queries: training again")
     if args.retrain:  # its checkpoints would be resumed: --retrain means from the base model
-        shutil.rmtree(CLASSIFIER.with_name(CLASSIFIER.name + ".work"), ignore_errors=True)
+        shutil.rmtree(out.with_name(out.name + ".work"), ignore_errors=True)
     cargs = ClassifierArgs(
         max_minutes=args.max_minutes, epochs=args.epochs, seed=args.seed, max_length=args.max_length, progress=False
     )
-    return train_classifier(ROOT, queries, CLASSIFIER, cargs)
+    return train_classifier(ROOT, queries, out, cargs)
 
 
 def plans_for(retriever: Any, queries: Sequence[Any], label: str, **params: Any) -> tuple[list[Any], float]:
@@ -129,10 +141,13 @@ def plan_record(plan: Any) -> dict[str, Any]:
 
 
 def plan_from(rec: dict[str, Any]) -> Any:
-    from hiera.retrieve.sets import SetPlan
+    """A saved plan; its roles are recomputed (they pick thresholds, never scores, so the scores stay valid)."""
+    from hiera.retrieve.sets import SetPlan, roles_of
     from hiera.sets.expr import from_json
 
-    return SetPlan(expr=from_json(rec["expr"]), parse=None, **{f: rec[f] for f in PLAN_FIELDS})
+    plan = SetPlan(expr=from_json(rec["expr"]), parse=None, **{f: rec[f] for f in PLAN_FIELDS})
+    plan.roles = roles_of(plan.expr, decompose=set(plan.roles.values()) != {"query"})
+    return plan
 
 
 def cached_plans(
@@ -154,6 +169,33 @@ def cached_plans(
 
     write_json_atomic(path, {"key": key, "seconds_per_query": secs, "plans": [plan_record(x) for x in plans]})
     return plans, secs
+
+
+OLD = "sets, BM25 evidence"
+
+
+def with_bm25_evidence(col: Any, plans: Sequence[Any]) -> list[Any]:
+    """``plans`` with the lexical evidence ``sets`` blended until 2026-11-23 (the ablation against lead coverage).
+
+    That was the constraint's BM25 score over the whole document divided by its best over the collection. The
+    plans were made with ``lexical_weight=0``, so their scores are the classifier's probabilities.
+    """
+    import numpy as np
+
+    from hiera.retrieve.fusion import by_max
+
+    pos = {d.id: i for i, d in enumerate(col.store.iter_docs())}
+    memo: dict[str, Any] = {}
+    out = []
+    for p in plans:
+        lex = {}
+        for c, table in p.scores.items():
+            if table and c not in memo:
+                memo[c] = by_max(np.asarray(col.bm25_docs.scores(c), dtype=np.float32))
+            if table:
+                lex[c] = {d: float(memo[c][pos[d]]) for d in table if d in pos}
+        out.append(replace(p, lexical=lex))
+    return out
 
 
 def rankings(col: Any, name: str, queries: Sequence[Any]) -> list[list[str]]:
@@ -200,6 +242,7 @@ def main() -> None:
     from hiera.sets.classifier import write_thresholds
     from hiera.sets.evaluate import gold_ids
     from hiera.sets.expr import to_infix
+    from hiera.sets.lexical import LEXICAL_EVIDENCE
     from hiera.sets.parser import get_parser, parser_agreement
     from hiera.sets.queries import load_set_queries
     from hiera.sets.tune import set_f1, thresholds_from, tune_blend
@@ -222,12 +265,17 @@ def main() -> None:
     print({s: len(v) for s, v in idx.items()})
 
     # -- plans: every score, once per query and system --------------------------------------
-    r = SetsRetriever(col, classifier=str(CLASSIFIER), candidates=args.candidates)
-    key = {"classifier": report.get("queries_digest"), "trained": report.get("train", {}).get("seconds"),
-           "dev": hashlib.sha1(dev_path.read_bytes()).hexdigest(), "candidates": args.candidates}
-    dec, dec_s = cached_plans(key, args.reuse_plans, lambda: plans_for(r, dev, "sets"), "sets")
-    whole, whole_s = cached_plans(key, args.reuse_plans, lambda: plans_for(r, dev, "whole query", decompose=False),
-                                  "whole query")
+    clf_dir = classifier_dir(args.name)
+    r = SetsRetriever(col, classifier=str(clf_dir), candidates=args.candidates)
+    key = {"classifier": report.get("queries_digest"), "dir": clf_dir.name, "trained": report.get("train", {}).get("seconds"),
+           "dev": hashlib.sha1(dev_path.read_bytes()).hexdigest(), "candidates": args.candidates,
+           "lexical": LEXICAL_EVIDENCE}
+    # the classifier's own probabilities, the lexical evidence beside them (the tuning blends them)
+    dec, dec_s = cached_plans(key, args.reuse_plans, lambda: plans_for(r, dev, "sets", lexical_weight=0.0), "sets")
+    whole, whole_s = cached_plans(
+        key, args.reuse_plans, lambda: plans_for(r, dev, "whole query", decompose=False, lexical_weight=0.0),
+        "whole query",
+    )
 
     # -- tuning on the tune split -----------------------------------------------------------
     tune = idx["tune"]
@@ -235,14 +283,16 @@ def main() -> None:
     t_pure = tune_blend([dec[i] for i in tune], [golds[i] for i in tune], weights=(0.0,))
     t_whole = tune_blend([whole[i] for i in tune], [golds[i] for i in tune])
     meta = {"questions": f"{dev_path} (tune split)", "n": len(tune), "candidates": args.candidates}
-    write_thresholds(CLASSIFIER, thresholds_from(t_dec, CLASSIFIER, meta))
-    write_thresholds(CLASSIFIER, thresholds_from(t_whole, CLASSIFIER, meta))
+    write_thresholds(clf_dir, thresholds_from(t_dec, clf_dir, meta))
+    write_thresholds(clf_dir, thresholds_from(t_whole, clf_dir, meta))
     bare = SetsRetriever(col, candidates=args.candidates)
     nocl, _ = cached_plans({**key, "classifier": None}, args.reuse_plans,
                            lambda: plans_for(bare, dev, "sets without a classifier"), "no classifier")
     t_nocl = tune_blend([nocl[i] for i in tune], [golds[i] for i in tune], weights=(0.0,))
+    old = with_bm25_evidence(col, dec)
+    t_old = tune_blend([old[i] for i in tune], [golds[i] for i in tune])
     for label, t in (("sets", t_dec), ("sets, classifier only", t_pure), ("whole query", t_whole),
-                     ("sets without a classifier", t_nocl)):
+                     ("sets without a classifier", t_nocl), (OLD, t_old)):
         print(f"tuned {label}: {role_thresholds(t)}, lexical weight {t['lexical_weight']} (tune F1 {t['f1']:.3f})")
 
     ranked_base = {name: rankings(col, name, dev) for name in ("bm25-doc", "dense")}
@@ -259,6 +309,7 @@ def main() -> None:
         ("classify whole query", whole, t_whole),
         ("sets without a classifier", nocl, t_nocl),
         ("sets, classifier only", dec, t_pure),
+        (OLD, old, t_old),
         ("sets", dec, t_dec),
     ):
         ranked, chosen = [], []
@@ -312,7 +363,7 @@ def main() -> None:
         candidates=args.candidates,
         thresholds={k: {f: v for f, v in t.items() if f != "curve"} for k, t in (
             ("sets", t_dec), ("sets, classifier only", t_pure), ("classify whole query", t_whole),
-            ("sets without a classifier", t_nocl))},
+            ("sets without a classifier", t_nocl), (OLD, t_old))},
         top_k=best_k,
         seconds_per_query={"sets": round(dec_s, 2), "classify whole query": round(whole_s, 2)},
         classifier={k: report.get(k) for k in ("threshold", "dev", "train", "seconds_total", "peak_rss_mb", "args")},
