@@ -27,8 +27,8 @@
    (:mod:`hiera.sets.lexical`: a lead sentence says what its subject is);
 4. **accept** the documents at or above the threshold: ``threshold`` when
    given, else the classifier's tuned one for the constraint's role
-   (``hiera sets tune``: ``positive``, ``conjunct`` for a side of an
-   intersection, ``negative`` for a subtracted constraint, ``query``
+   (``hiera sets tune``: ``positive``, ``conjunct`` for an intersection's
+   qualifiers (its sides after the first), ``negative`` for a subtracted constraint, ``query``
    without decomposition; :func:`roles_of`), else its calibrated one;
 5. **combine** the accepted sets with :func:`hiera.sets.expr.evaluate_trace`
    following the parsed expression: ∩ keeps documents every side accepted

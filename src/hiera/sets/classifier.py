@@ -21,8 +21,8 @@ that the document belongs to the constraint's set. A directory holds:
     where tuning found that it helps; see :mod:`hiera.sets.tune` and :mod:`hiera.sets.lexical`).
 
 Roles (:func:`hiera.retrieve.sets.roles_of`): a constraint on the right of a
-difference is ``negative`` (it removes members), a side of an intersection
-``conjunct``, any other ``positive``; ``query`` is the whole query classified
+difference is ``negative`` (it removes members), an intersection's side after
+the first (its qualifier) ``conjunct``, any other ``positive``; ``query`` is the whole query classified
 without decomposition (the baseline). :meth:`Thresholds.for_role`
 falls back to the global threshold, then to the calibrated one, then 0.5.
 
@@ -65,7 +65,7 @@ class Thresholds:
     by_role: dict[str, float] = field(default_factory=dict)
     source: str = "default"  # "tuned" (hiera-sets.json), "calibrated" (training's pair F1) or "default"
     meta: dict[str, Any] = field(default_factory=dict)
-    # weight of the BM25 evidence blended into the probabilities, per mode ("decomposed", "query"; tuned; absent: 0)
+    # weight of the lexical evidence (lead coverage) blended into the probabilities, per mode ("decomposed", "query"; tuned; absent: 0)
     lexical_weight: dict[str, float] = field(default_factory=dict)
 
     def evidence_matches(self) -> bool:

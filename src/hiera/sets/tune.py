@@ -13,9 +13,9 @@ computed once per query (the plans), so a threshold costs only set algebra.
   threshold), from :data:`GRID`; among equally good thresholds the middle
   one of the best run is kept (the plateau's centre generalizes best);
 * **per role** (decomposed queries): a subtracted constraint trades errors
-  the other way (accepting a document wrongly removes a true member), and a
-  side of an intersection only confirms what the other sides accept while
-  every side must pass, so ``negative`` and ``conjunct`` constraints may want
+  the other way (accepting a document wrongly removes a true member), and an
+  intersection's qualifier (a side after the first) only confirms members of
+  the set the first side names while every side must pass, so ``negative`` and ``conjunct`` constraints may want
   thresholds of their own. From the global threshold, each role's threshold
   is searched in turn with the others held (two rounds of coordinate
   ascent), for the roles that at least ``min_role_queries`` validation
