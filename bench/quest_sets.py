@@ -190,10 +190,11 @@ def with_bm25_evidence(col: Any, plans: Sequence[Any]) -> list[Any]:
     for p in plans:
         lex = {}
         for c, table in p.scores.items():
-            if table and c not in memo:
+            if not table:
+                continue
+            if c not in memo:
                 memo[c] = by_max(np.asarray(col.bm25_docs.scores(c), dtype=np.float32))
-            if table:
-                lex[c] = {d: float(memo[c][pos[d]]) for d in table if d in pos}
+            lex[c] = {d: float(memo[c][pos[d]]) for d in table if d in pos}
         out.append(replace(p, lexical=lex))
     return out
 

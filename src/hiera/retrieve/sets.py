@@ -65,7 +65,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -248,6 +248,12 @@ def score_lazily(
 # -- the retriever --------------------------------------------------------------------------
 
 
+class _DocText(NamedTuple):
+    input: str  # title, newline, text: what the classifier reads (hiera.sets.classifier.document_input)
+    lead: str  # title and first sentence (hiera.sets.lexical.lead_text)
+    lead_terms: frozenset[str]  # the lead through the collection's BM25 analyzer
+
+
 class SetsRetriever(BaseRetriever):
     """Parse, retrieve per constraint, classify, combine with set algebra (module docstring)."""
 
@@ -256,8 +262,7 @@ class SetsRetriever(BaseRetriever):
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         super().__init__(collection, **defaults)
         self._parsers: dict[str, Any] = {}
-        self._inputs: dict[str, str] = {}
-        self._leads: dict[str, tuple[frozenset[str], str]] = {}
+        self._docs: dict[str, _DocText] = {}
         self._matcher: LeadMatcher | None = None
 
     # -- components --------------------------------------------------------------------
@@ -272,18 +277,19 @@ class SetsRetriever(BaseRetriever):
             self._parsers[name] = get_parser(name)
         return self._parsers[name]
 
-    def _doc_input(self, doc_id: str, title: str) -> str:
-        text = self._inputs.get(doc_id)
-        if text is None:
+    def _document(self, doc_id: str) -> _DocText:
+        """What the classifier reads of a document and its lead, from one read of the store (cached)."""
+        got = self._docs.get(doc_id)
+        if got is None:
             from hiera.sets.classifier import document_input
 
-            full = self.col.store.doc_fulltext(doc_id)
-            body = full.partition("\n")[2]
-            text = document_input(title, body)
-            if len(self._inputs) > 200_000:
-                self._inputs.clear()
-            self._inputs[doc_id] = text
-        return text
+            title, _, body = self.col.store.doc_fulltext(doc_id).partition("\n")
+            lead = lead_text(title, body)
+            got = _DocText(document_input(title, body), lead, self.lead_matcher().lead_terms(lead))
+            if len(self._docs) > 200_000:
+                self._docs.clear()
+            self._docs[doc_id] = got
+        return got
 
     def lead_matcher(self) -> LeadMatcher:
         """Lead coverage with the collection's BM25 analyzer and document frequencies (:mod:`hiera.sets.lexical`)."""
@@ -292,21 +298,14 @@ class SetsRetriever(BaseRetriever):
             self._matcher = LeadMatcher(bm.analyzer, bm.df, bm.size)
         return self._matcher
 
-    def _lead(self, doc_id: str) -> tuple[frozenset[str], str]:
-        got = self._leads.get(doc_id)
-        if got is None:
-            title, _, body = self.col.store.doc_fulltext(doc_id).partition("\n")
-            lead = lead_text(title, body)
-            got = (self.lead_matcher().lead_terms(lead), lead)
-            if len(self._leads) > 200_000:
-                self._leads.clear()
-            self._leads[doc_id] = got
-        return got
-
     def lead_coverage(self, constraint: str, doc_ids: list[str]) -> dict[str, float]:
         """Each document's lead coverage of ``constraint``: the lexical evidence blended with the classifier."""
         terms: ConstraintTerms = self.lead_matcher().terms(constraint)
-        return {d: LeadMatcher.coverage(terms, *self._lead(d)) for d in doc_ids}
+        out = {}
+        for d in doc_ids:
+            doc = self._document(d)
+            out[d] = LeadMatcher.coverage(terms, doc.lead_terms, doc.lead)
+        return out
 
     # -- batch preparation: parse every query, encode every constraint once --------------
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -386,7 +385,7 @@ class SetsRetriever(BaseRetriever):
         else:
 
             def classify(text: str, docs: list[str]) -> dict[str, float]:
-                inputs = [self._doc_input(d, titles.get(d, "")) for d in docs]
+                inputs = [self._document(d).input for d in docs]
                 probs = clf.score(text, docs, inputs)
                 got = {d: float(p) for d, p in zip(docs, probs, strict=True)}
                 scores[text].update(got)
