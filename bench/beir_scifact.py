@@ -39,10 +39,10 @@ def ensure(root: Path, rules: dict) -> None:
 
 
 def run(root: Path, suffix: str, questions, report: Report) -> None:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.run import evaluate_retriever
 
-    col = Collection(root)
+    col = open_collection(root)
     col.warmup()
     for name in RETRIEVERS:
         m = evaluate_retriever(col, name, questions, (10, 100), latency_sample=100, progress=False).metrics

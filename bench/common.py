@@ -149,7 +149,8 @@ def ensure_collection(root: Path, sources: list[tuple[list[Path], str]], rules: 
     """Ingest ``sources`` and build once; reruns reuse the collection (and the embedding cache)."""
     from hiera.corpus.ingest import ingest
     from hiera.corpus.store import STORE_FILE
-    from hiera.index.build import build, live_build_dir
+    from hiera.index.build import build
+    from hiera.index.publish import live_build_dir
 
     if not (root / STORE_FILE).exists():
         for paths, fmt in sources:

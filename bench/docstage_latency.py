@@ -24,25 +24,25 @@ from bench.pooled import POOLED
 
 
 def main() -> None:
-    from hiera.retrieve.docstage import DOC_STAGES
+    from hiera.score.docstage import DOC_STAGES
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, default=POOLED)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--top-docs", "--k1", dest="top_docs", type=int, default=100,
                     help="documents the document stage keeps (the paper's k1)")
-    ap.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="Collection(vectors=...)")
+    ap.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="open_collection(vectors=...)")
     ap.add_argument("--stages", default=",".join(s for s in DOC_STAGES if s != "fused"))
     args = ap.parse_args()
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.index.dense import set_threads
     from hiera.retrieve import get_retriever
-    from hiera.retrieve.docstage import stage as doc_stage
+    from hiera.score.docstage import stage as doc_stage
 
     set_threads(1)
-    col = Collection(args.root, vectors=args.vectors)
+    col = open_collection(args.root, vectors=args.vectors)
     col.warmup()
     qs = [q.text for q in load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", limit=args.queries)]
     dhr = get_retriever("dhr", col)

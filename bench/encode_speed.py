@@ -155,7 +155,8 @@ def needed_matmul_speedup(summary: dict, float_over_torch: float, target: float 
 def pooled_copy(backend: str) -> Path:
     """The pooled corpus built with ``backend``: the torch build's corpus copied, then built (resumable)."""
     from hiera.corpus.store import STORE_FILE
-    from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.index.build import BuildOptions, build
+    from hiera.index.publish import live_build_dir
 
     root = WORK / f"pooled-{backend}"
     if live_build_dir(root) is None:
@@ -169,16 +170,16 @@ def pooled_copy(backend: str) -> Path:
 
 
 def quality(backends: list[str], full: set[str], limit: int | None, retrievers: list[str]) -> list[dict]:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever
 
     rows = []
     for b in backends:
         if b in full and b != "torch":
-            col, how = Collection(pooled_copy(b)), "rebuilt"
+            col, how = open_collection(pooled_copy(b)), "rebuilt"
         else:
-            col, how = Collection(POOLED, backend=b), "queries only" if b != "torch" else "reference"
+            col, how = open_collection(POOLED, backend=b), "queries only" if b != "torch" else "reference"
         qs = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", limit=limit, rules=col.store.rules)
         for name in retrievers:
             m = evaluate_retriever(col, name, qs, ks=(1, 20), progress=False, latency_sample=200).metrics

@@ -147,7 +147,7 @@ def main() -> None:
     ap.add_argument("--name", default="fetchhr")
     args = ap.parse_args()
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.fetchhr.model import FetchHRModel
     from hiera.index.dense import build_faiss, faiss_module, faiss_search
@@ -164,7 +164,7 @@ def main() -> None:
     args.heads = args.heads or WORK / "fetchhr" / "heads"
     if not (args.heads / "fetchhr.json").is_file():
         train_heads(args.root, args.heads, args.steps, args.lr, args.train_minutes, args.train_examples, args.batch_size)
-    col = Collection(args.root)
+    col = open_collection(args.root)
     dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
     if args.sample and args.sample < len(dev):
         step = len(dev) / args.sample
@@ -330,13 +330,13 @@ def _batched(model: Any, texts: Sequence[str], size: int = 128) -> tuple[dict[in
 def _latency(args, col, indexes: dict, dev, vecs: dict, layers: list[int], split: list[int]) -> dict[str, Any]:
     """Per-query timings through the real retrievers at their defaults, and a check that they fetch what
     ``fetch_all`` scored (``vecs``, ``split``: the defaults' query vectors and budgets at k = 60)."""
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.retrieve import get_retriever
 
     out: dict[str, Any] = {"sample": args.latency_sample, "summary": {}}
     sample = dev[: args.latency_sample]
     for iname, index in indexes.items():
-        c = Collection(args.root)
+        c = open_collection(args.root)
         c.__dict__["passage_faiss"] = index  # the benchmark's IVF index in place of the build's Flat one
         fr = get_retriever("fetchhr", c, model=str(args.heads))
         dr = get_retriever("dense", c)

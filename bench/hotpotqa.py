@@ -32,12 +32,12 @@ def main() -> None:
     if args.build_only:
         return
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever
     from hiera.retrieve import get_retriever
 
-    col = Collection(ROOT)
+    col = open_collection(ROOT)
     col.warmup()
     questions = load_questions(data_dir() / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
     report = Report("hotpotqa")

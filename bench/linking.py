@@ -123,8 +123,8 @@ def evaluate(col: Any, name: str, params: dict[str, Any], questions: list[Any], 
 
 
 def decomposer_quality(limit: int | None) -> dict[str, Any]:
-    from hiera.eval.match import f1
-    from hiera.link.decompose import RulesDecomposer
+    from hiera.link.rules import RulesDecomposer
+    from hiera.text import f1
 
     data = json.loads((data_dir() / "strategyqa" / "strategyqa_train.json").read_text(encoding="utf-8"))
     data = data[:limit] if limit else data
@@ -169,12 +169,12 @@ def main() -> None:
     ap.add_argument("--name", default="linking", help="the report's name: bench/out/NAME.json")
     args = ap.parse_args()
     ensure_pool()
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
 
     reranker = args.reranker if args.reranker and Path(args.reranker).is_dir() else None
     if reranker is None:
         print(f"no reranker at {args.reranker}: the linking rows keep the coarse order")
-    col = Collection(ROOT)
+    col = open_collection(ROOT)
     col.warmup()
     from hiera.link.pipeline import linker_for
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.common import Report, data_dir
 from bench.pooled import POOLED
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.encode import Encoder
 from hiera.eval.questions import load_questions
 from hiera.train.pool import PassagePool
@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N dev questions only")
     ap.add_argument("--name", default="passage_stage")
     args = ap.parse_args()
-    col = Collection(args.root)
+    col = open_collection(args.root)
     pool = PassagePool.from_collection(col)
     dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     qs = [q for q in dev if len(q.gold_docs) == 1 and next(iter(q.gold_docs)) in pool.doc_position]

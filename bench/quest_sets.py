@@ -142,8 +142,8 @@ def plan_record(plan: Any) -> dict[str, Any]:
 
 def plan_from(rec: dict[str, Any]) -> Any:
     """A saved plan; its roles are recomputed (they pick thresholds, never scores, so the scores stay valid)."""
-    from hiera.retrieve.sets import SetPlan, roles_of
     from hiera.sets.expr import from_json
+    from hiera.sets.plan import SetPlan, roles_of
 
     plan = SetPlan(expr=from_json(rec["expr"]), parse=None, **{f: rec[f] for f in PLAN_FIELDS})
     plan.roles = roles_of(plan.expr, decompose=set(plan.roles.values()) != {"query"})
@@ -182,7 +182,7 @@ def with_bm25_evidence(col: Any, plans: Sequence[Any]) -> list[Any]:
     """
     import numpy as np
 
-    from hiera.retrieve.fusion import by_max
+    from hiera.score.fusion import by_max
 
     pos = {d.id: i for i, d in enumerate(col.store.iter_docs())}
     memo: dict[str, Any] = {}
@@ -209,7 +209,7 @@ def rankings(col: Any, name: str, queries: Sequence[Any]) -> list[list[str]]:
 
 
 def scores(gold: Sequence[Any], ranked: Sequence[list[str]], sets: Sequence[list[str]]) -> dict[str, Any]:
-    from hiera.sets.metrics import quest_scores
+    from hiera.eval.quest import quest_scores
 
     return quest_scores(
         gold, {q.query: r for q, r in zip(gold, ranked, strict=True)}, KS,
@@ -237,15 +237,14 @@ def main() -> None:
     ap.add_argument("--build-only", action="store_true", help="only ingest and build bench/work/ovos")
     args = ap.parse_args()
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.corpus.readers.ovos import ovos_summaries_path
     from hiera.retrieve.sets import SetsRetriever
     from hiera.sets.classifier import write_thresholds
-    from hiera.sets.evaluate import gold_ids
     from hiera.sets.expr import to_infix
     from hiera.sets.lexical import LEXICAL_EVIDENCE
     from hiera.sets.parser import get_parser, parser_agreement
-    from hiera.sets.queries import load_set_queries
+    from hiera.sets.queries import gold_ids, load_set_queries
     from hiera.sets.tune import set_f1, thresholds_from, tune_blend
 
     t_all = time.perf_counter()
@@ -256,7 +255,7 @@ def main() -> None:
     dev_path = data_dir() / "quest-vital" / "dev.jsonl"
     paths = write_splits(dev_path, HERE)
     report = ensure_classifier(paths["train"], args)
-    col = Collection(ROOT)
+    col = open_collection(ROOT)
     dev = load_set_queries(dev_path, require_docs=True)
     split = [bucket(q.query) for q in dev]
     gold = [replace(q, docs=tuple(sorted(gold_ids(col.store, q)[0]))) for q in dev]

@@ -113,7 +113,8 @@ def subset_collection(root: Path, n_docs: int) -> int:
 
 
 def part_build(args: argparse.Namespace, rep: Report) -> None:
-    from hiera.index.build import BuildOptions, build
+    from hiera.builds import build_collection
+    from hiera.index.build import BuildOptions
 
     runs = [("in-process, unsharded", {}), ("in-process, 2 shards", {"shards": 2}),
             ("Ray, 1 worker, 2 shards", {"shards": 2, "engine": "ray", "workers": 1}),
@@ -127,7 +128,7 @@ def part_build(args: argparse.Namespace, rep: Report) -> None:
         passages = subset_collection(root, args.build_docs)
         with tempfile.TemporaryDirectory(prefix="hiera-cache-") as cache:
             t = time.perf_counter()
-            build(root, BuildOptions(progress=False, cache_dir=Path(cache), **opts), log=lambda m: None)
+            build_collection(root, BuildOptions(progress=False, cache_dir=Path(cache), **opts), log=lambda m: None)
             secs = time.perf_counter() - t
         rep.add({"part": "build", "run": label, "documents": args.build_docs, "passages": passages,
                  "seconds": round(secs, 1), "passages/s": round(passages / secs, 1)}, key=f"build/{label}",
@@ -139,7 +140,9 @@ def part_build(args: argparse.Namespace, rep: Report) -> None:
 # -- search ----------------------------------------------------------------------------------------------
 def sharded_copy(n: int) -> Path:
     """The pooled corpus built with ``n`` shards (0: unsharded; vectors from the embedding cache); built once."""
-    from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.builds import build_collection
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
 
     root = HERE / f"pooled-s{n}"
     if live_build_dir(root) is None:
@@ -147,7 +150,7 @@ def sharded_copy(n: int) -> Path:
         root.mkdir(parents=True)
         shutil.copy2(POOLED / "corpus.sqlite", root / "corpus.sqlite")
         t = time.perf_counter()
-        build(root, BuildOptions(progress=False, shards=n), log=lambda m: None)
+        build_collection(root, BuildOptions(progress=False, shards=n), log=lambda m: None)
         print(f"built {root} ({n} shards) in {time.perf_counter() - t:.1f}s", flush=True)
     return root
 
@@ -254,10 +257,10 @@ def measure_shards(root: Path, n: int, qs: list[str], one: Any, rep: Report, mem
     """Exactness against ``one``, then single-process HTTP and Ray Serve latency, then memory, for one build."""
     from ray import serve
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.shard.serve import deploy
 
-    col = Collection(root)
+    col = open_collection(root)
     exact = exactness(one, col, qs[: exact_qs or len(qs)])
     port = free_port()
     proc = subprocess.Popen(
@@ -308,12 +311,12 @@ def measure_shards(root: Path, n: int, qs: list[str], one: Any, rep: Report, mem
 
 
 def part_search(args: argparse.Namespace, rep: Report, memory: Report) -> None:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
 
     qs = questions(args.queries)
     # the reference is a fresh unsharded build of the same corpus: bench/work/pooled's own build predates the
     # float16 rounding of FAISS vectors (index/build.py), so its FAISS scores differ from any fresh build by ~1e-4
-    one = Collection(sharded_copy(0))
+    one = open_collection(sharded_copy(0))
     ray_init()
     rport = free_port()  # one Serve instance for every shard count: applications are replaced, not Serve
     for n in args.shards:
@@ -408,8 +411,9 @@ def synthetic_collection(n_passages: int, seed: int = 0) -> tuple[Path, Path, li
 
 def part_synthetic(args: argparse.Namespace, rep: Report, memory: Report) -> None:
     """Sharded search on ``--synthetic-passages`` synthetic passages: 1, 2, 4 shards, single process vs Ray Serve."""
-    from hiera.collection import Collection
-    from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.builds import build_collection, open_collection
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
 
     corpus, cache_dir, qs = synthetic_collection(args.synthetic_passages)
     qs = qs[: args.synthetic_queries]
@@ -422,12 +426,12 @@ def part_synthetic(args: argparse.Namespace, rep: Report, memory: Report) -> Non
             root.mkdir()
             shutil.copy2(corpus / "corpus.sqlite", root / "corpus.sqlite")
             t = time.perf_counter()
-            build(root, BuildOptions(progress=True, shards=n, cache_dir=cache_dir), log=print)
+            build_collection(root, BuildOptions(progress=True, shards=n, cache_dir=cache_dir), log=print)
             secs = time.perf_counter() - t
             rep.results[f"synthetic/build/{n}"] = secs
             print(f"built {root} ({n} shards) in {secs:.0f}s", flush=True)
         roots[n] = root
-    one = Collection(roots[min(roots)])  # the reference: the fewest shards (exactness is proved on real text)
+    one = open_collection(roots[min(roots)])  # the reference: the fewest shards (exactness is proved on real text)
     ray_init()
     rport = free_port()
     for n, root in roots.items():

@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--name", default="reader", help="the report's name: bench/out/NAME.json")
     args = ap.parse_args()
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.read import score_answer
     from hiera.eval.run import evaluate_retriever
@@ -158,7 +158,7 @@ def main() -> None:
         if not args.train:
             raise SystemExit(f"no reader at {args.reader}: pass --train (or train one with hiera train-reader)")
         train(args, root)
-    col = Collection(root)
+    col = open_collection(root)
     sep = col.store.title_sep
     reader = Reader(args.reader)
     read_ks = sorted({int(x) for x in args.read_ks.split(",")})
@@ -180,7 +180,8 @@ def main() -> None:
         print(f"retrieved {label}: top1 {100 * runs[label].metrics['top1']:.1f} in {time.perf_counter() - t:.0f}s")
     best = max(runs, key=lambda n: runs[n].metrics["top1"])
     if args.rerank is not None:
-        from hiera.rerank import Reranker, RerankRetriever
+        from hiera.crossencoder import Reranker
+        from hiera.retrieve.rerank import RerankRetriever
 
         rr = RerankRetriever(methods[best], Reranker(args.rerank), depth=kmax)
         label = f"{best}+rerank"

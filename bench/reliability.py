@@ -136,7 +136,7 @@ class StateProbe:
             self._encoder = Encoder(DEFAULT_MODEL, use_cache=False)
 
     def digest(self, root: Path) -> str:
-        from hiera.collection import Collection
+        from hiera.builds import open_collection
         from hiera.corpus.store import CorpusStore
         from hiera.errors import HieraError
         from hiera.retrieve import get_retriever
@@ -152,13 +152,13 @@ class StateProbe:
             h.update(f"{p.id}|{p.section_path}|{p.text}".encode())
         store.close()
         try:
-            col = Collection(root)
+            col = open_collection(root)
         except HieraError as e:
             h.update(f"refused: {type(e).__name__}".encode())
             return h.hexdigest()
         if self._encoder is not None and col.has_dense:
             # one model load for the whole run (the fingerprint is the one the manifest checks)
-            col.__dict__["passage_encoder"] = col.__dict__["doc_encoder"] = self._encoder
+            col.view.__dict__["passage_encoder"] = col.view.__dict__["doc_encoder"] = self._encoder
         for name in self.methods:
             r = get_retriever(name, col)
             for res in r.batch_search(self.queries, k=10):

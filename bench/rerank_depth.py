@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import WORK, Report, data_dir, write_json
-from hiera.collection import Collection
+from hiera.builds import open_collection
+from hiera.crossencoder import Reranker, hit_input
 from hiera.eval.match import hit_list
 from hiera.eval.questions import load_questions
-from hiera.rerank import Reranker, hit_input
 from hiera.retrieve import get_retriever
 
 TUNED = {"doc_stage": "hybrid-max", "lam": 0.85, "top_docs": 10, "passage_alpha": 0.3}
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     depths = sorted({int(d) for d in args.depths.split(",")})
     mixes = [float(w) for w in args.mixes.split(",")]
     deepest = max(max(depths), max(KS))
-    col = Collection(args.collection)
+    col = open_collection(args.collection)
     dev = list(load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad"))[: args.questions]
     train = list(load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad"))
     train = train[:: max(1, len(train) // args.tune_questions)][: args.tune_questions] if args.tune_questions else []

@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dhr parameters, e.g. top_docs=10")
     args = ap.parse_args(argv)
     policy = passive_threads()["OMP_WAIT_POLICY"]  # before torch and faiss load
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.index.dense import set_threads
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_assignments
 
     set_threads(args.faiss_threads)
-    col = Collection(args.root)
+    col = open_collection(args.root)
     qs = [q.text for q in load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad")][: args.queries]
     methods = args.methods.split(",")
     sets = parse_assignments(args.set, methods)

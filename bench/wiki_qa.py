@@ -32,7 +32,7 @@ COLUMNS = ["retriever", *TOPK, *DOC_TOPK, "p50 ms", "p95 ms", "stages ms"]
 
 
 def main() -> None:
-    from hiera.retrieve.docstage import DOC_STAGES
+    from hiera.score.docstage import DOC_STAGES
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, default=POOLED)
@@ -48,14 +48,14 @@ def main() -> None:
     ap.add_argument("--target-k", type=int, default=20, help="tune for top-K accuracy (20: the paper)")
     args = ap.parse_args()
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever
     from hiera.retrieve import get_retriever
 
     data = data_dir()
     ensure_pooled(args.root)
-    col = Collection(args.root)
+    col = open_collection(args.root)
     col.warmup()
     stats = col.store.stats()
     print(f"collection: {stats['documents']} documents, {stats['passages']} passages")

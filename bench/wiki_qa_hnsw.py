@@ -47,12 +47,12 @@ def main() -> None:
     if args.build_only:
         return
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever
     from hiera.retrieve import get_retriever
 
-    col = Collection(ROOT)
+    col = open_collection(ROOT)
     col.warmup()
     dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
     run = evaluate_retriever(col, "dhr", dev, (1, 5, 20, 100), retriever=get_retriever("dhr", col, **PARAMS),

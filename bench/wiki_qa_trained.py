@@ -126,10 +126,11 @@ def _params_cell(params: dict) -> str:
 
 
 def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_limit: int) -> Report:
+    from hiera.crossencoder import Reranker
     from hiera.eval.run import evaluate_retriever
     from hiera.eval.tune import tune_doc_alpha
-    from hiera.rerank import Reranker, RerankRetriever
     from hiera.retrieve import get_retriever
+    from hiera.retrieve.rerank import RerankRetriever
 
     report = Report(name, COLUMNS)
 
@@ -167,7 +168,7 @@ def _eval_rows(col, name: str, dev, tune_qs, stages: list[str], rerank, rerank_l
 
 
 def step_eval(args, data: Path) -> dict:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
 
     dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     train = train_questions(data)
@@ -189,7 +190,7 @@ def step_eval(args, data: Path) -> dict:
                 print(f"skip {name}: {p_enc} missing")
                 continue
             root = collection_for(args.root, name, p_enc, d_enc)
-        col = Collection(root)
+        col = open_collection(root)
         col.warmup()
         stages = ["hybrid-max"] if name != "iter2" or d_enc == base else ["summary", "hybrid-max"]
         use_rr = reranker if name == "iter2" and (reranker / "hiera-reranker.json").exists() else None
@@ -199,7 +200,7 @@ def step_eval(args, data: Path) -> dict:
 
 def step_eval_doc(args, data: Path) -> dict:
     """The paper's summary document stage with the trained document encoder (zero-shot: bench/wiki_qa.py)."""
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.run import evaluate_retriever
     from hiera.retrieve import get_retriever
 
@@ -211,7 +212,7 @@ def step_eval_doc(args, data: Path) -> dict:
     report = Report("eval-doc", COLUMNS)
     for name, p_enc in (("zero-shot passage", "all-MiniLM-L6-v2"),):  # the document encoder is what changes
         root = collection_for(args.root, "doc-" + name.split()[0], p_enc, str(MODELS / "doc"))
-        col = Collection(root)
+        col = open_collection(root)
         col.warmup()
         best, _ = tune(col, tune_qs, doc_stage="summary")
         params = {"doc_stage": "summary", **best}
@@ -231,7 +232,7 @@ def step_train_passage_cont(args, data: Path) -> dict:
     retraining them: the rows and arguments are the ones ``hiera train
     --iterations 2 --iter2-init iter1`` builds.
     """
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.index.manifest import write_json_atomic
     from hiera.train.biencoder import fit, training_rows
     from hiera.train.examples import load_examples
@@ -243,7 +244,7 @@ def step_train_passage_cont(args, data: Path) -> dict:
     path = MODELS / "passage.work" / "iter2-examples.jsonl"
     meta = json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])["meta"]
     examples = load_examples(path, meta)
-    pool = PassagePool.from_collection(Collection(args.root))
+    pool = PassagePool.from_collection(open_collection(args.root))
     targs = TrainArgs(level="passage", negatives=("in-batch", "bm25", "in-doc", "in-sec"), iterations=2,
                       iter2_init="iter1", base_model=str(MODELS / "passage-iter1"), max_examples=args.examples,
                       max_seq_length=args.max_seq_length, batch_size=32, hard_negatives=1, max_minutes=args.max_minutes)
@@ -255,13 +256,13 @@ def step_train_passage_cont(args, data: Path) -> dict:
 
 
 def step_eval_cont(args, data: Path) -> dict:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
 
     dev = load_questions(data / "squad" / "dev-v1.1.first24.json", "squad", limit=args.limit)
     train = train_questions(data)
     tune_qs = train[:: max(1, len(train) // args.tune_limit)][: args.tune_limit]
     root = collection_for(args.root, "iter2-cont", str(MODELS / "passage-cont"), "all-MiniLM-L6-v2")
-    col = Collection(root)
+    col = open_collection(root)
     col.warmup()
     return _eval_rows(col, "iter2-cont", dev, tune_qs, ["hybrid-max"], None, args.rerank_limit).to_dict()
 

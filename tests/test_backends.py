@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import hiera.backends as backends
+from hiera.builds import open_collection
 from hiera.cli import main
-from hiera.collection import Collection
 from hiera.encode import Encoder
 from hiera.errors import HieraError
-from hiera.index.build import BuildOptions, build, live_build_dir
+from hiera.index.build import BuildOptions, build
+from hiera.index.publish import live_build_dir
 from hiera.retrieve import get_retriever
 
 pytest.importorskip("onnxruntime")
@@ -144,7 +145,7 @@ def _faiss_rows(index) -> np.ndarray:  # noqa: ANN001 - a FAISS index
 
 def test_a_build_records_its_backend_and_searches_use_it(col_copy: Path, cache: Path) -> None:
     build(col_copy, BuildOptions(progress=False, backend="torch"), log=helpers.QUIET)
-    torch_col = Collection(col_copy)
+    torch_col = open_collection(col_copy)
     torch_hits = get_retriever("dense", torch_col).search(helpers.TOPIC_QUERIES["volcanoes"], k=3)
     torch_vecs = np.array(torch_col.passage_vectors)  # read now: the rebuild removes the old build
 
@@ -152,7 +153,7 @@ def test_a_build_records_its_backend_and_searches_use_it(col_copy: Path, cache: 
     m = json.loads((live_build_dir(col_copy) / "manifest.json").read_text())
     assert {m["models"][level]["backend"] for level in ("passage", "doc")} == {"onnx-int8"}
 
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     assert col.passage_encoder.backend == "onnx-int8"  # the query side follows the build
     # re-encoded, not copied from the torch build, and FAISS holds the new vectors, not the old index
     assert not np.array_equal(np.asarray(col.passage_vectors), torch_vecs)
@@ -163,7 +164,7 @@ def test_a_build_records_its_backend_and_searches_use_it(col_copy: Path, cache: 
     assert hits.hits[0].score != pytest.approx(torch_hits.hits[0].score, abs=1e-6)
 
     # a search may run the query encoder on another backend
-    assert Collection(col_copy, backend="torch").passage_encoder.backend == "torch"
+    assert open_collection(col_copy, backend="torch").passage_encoder.backend == "torch"
 
 
 def test_cli_build_and_search_take_a_backend(col_copy: Path, capsys: pytest.CaptureFixture) -> None:

@@ -111,12 +111,12 @@ def test_tune_target_k(root: Path, tmp_path: Path, capsys) -> None:
     assert rc == 0, err
     data = json.loads(out)
     # the reported top-1 is what searching with the chosen parameters gets, question by question
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.match import has_answer
     from hiera.retrieve import get_retriever
 
     qs = helpers.tiny_questions()
-    runs = get_retriever("dhr", Collection(root)).batch_search([q.text for q in qs], k=1, **data["params"])
+    runs = get_retriever("dhr", open_collection(root)).batch_search([q.text for q in qs], k=1, **data["params"])
     found = [has_answer(q.answers, r.hits[0].text, q.answer_mode) for q, r in zip(qs, runs, strict=True)]
     assert data["top1"] == pytest.approx(sum(found) / len(qs))
     assert "top20" not in data and data["params"]["top_docs"] in (1, 3) and data["saved"] is None

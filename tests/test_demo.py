@@ -11,8 +11,8 @@ import pytest
 import hiera.demo as demo
 from hiera.backends import installed
 from hiera.cli import main
-from hiera.index.build import live_build_dir
 from hiera.index.manifest import Manifest
+from hiera.index.publish import live_build_dir
 
 
 @pytest.fixture

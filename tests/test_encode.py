@@ -102,7 +102,7 @@ def test_loading_a_model_leaves_transformers_logging_alone(tmp_path: Path) -> No
         (hf_logging.enable_progress_bar if before[1] else hf_logging.disable_progress_bar)()
 
 
-@pytest.mark.parametrize("module", ["hiera.encode", "hiera.rerank", "hiera.models"])
+@pytest.mark.parametrize("module", ["hiera.encode", "hiera.crossencoder", "hiera.models"])
 def test_inference_does_not_import_training(module: str) -> None:
     """Every import, lazy ones inside functions included: serving must not need the train extra."""
     tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))

@@ -64,7 +64,8 @@ def test_failed_build_inside_add_rolls_the_ingest_back(tmp_path: Path, monkeypat
     """``hiera add`` builds inside the ingest's transaction: a failing build leaves documents and index as they were."""
     from hiera.cli import main
     from hiera.index import build as build_mod
-    from hiera.index.build import BuildOptions, live_build_dir
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
 
     root = helpers.build_collection(tmp_path / "c", helpers.make_docs(), BuildOptions(dense=False, progress=False))
     before, live = helpers.export_digest(root), live_build_dir(root)

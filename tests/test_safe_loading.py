@@ -57,7 +57,7 @@ def test_a_module_folder_with_pickle_weights_is_refused(tmp_path: Path, monkeypa
 
 
 def test_encoder_and_reranker_refuse_pickles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hiera.rerank import Reranker
+    from hiera.crossencoder import Reranker
 
     monkeypatch.delenv(TRUST_ENV, raising=False)
     model = _pickle_model(tmp_path)
@@ -101,7 +101,7 @@ def test_tuning_file_is_schema_checked(tmp_path: Path) -> None:
 
 
 def test_reranker_metadata_is_schema_checked(tmp_path: Path) -> None:
-    from hiera.rerank import META_FILE, Reranker
+    from hiera.crossencoder import META_FILE, Reranker
 
     model = tmp_path / "rr"
     shutil.copytree(resolve_model_path(DEFAULT_MODEL), model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hiera.errors import BadInputError
-from hiera.retrieve.docstage import STAGES
+from hiera.score.docstage import STAGES, stage
 from hiera.spec import (
     DOC_STAGE_NEEDS,
     METHODS,
@@ -54,10 +54,13 @@ def test_one_name_means_one_type_and_bounds_everywhere() -> None:
 
 
 def test_every_document_stage_has_one_class() -> None:
-    assert set(STAGES) == set(DOC_STAGE_NEEDS)
-    for name, stage in STAGES.items():
-        assert stage.name == name and stage.needs == DOC_STAGE_NEEDS[name]
-        assert stage.vectors <= {"qp", "qd"}
+    """Each registered stage loads (``module:Class``) to a class of that name; the scorers module holds all but ``linked``."""
+    assert set(STAGES) == set(DOC_STAGE_NEEDS) - {"linked"}
+    for name in DOC_STAGE_NEEDS:
+        s = stage(name)
+        assert s.name == name and s.needs == DOC_STAGE_NEEDS[name]
+        assert s.vectors <= {"qp", "qd"}
+    assert type(stage("linked")).__module__ == "hiera.retrieve.linking"
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import helpers
 import pytest
 from fastapi.testclient import TestClient
 
+from hiera.builds import open_collection
 from hiera.cli import main
-from hiera.collection import Collection
 from hiera.retrieve import get_retriever
 from hiera.spec import METHODS, READERS
 
@@ -32,7 +32,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def defaults(root: Path) -> dict[str, dict]:
-    col = Collection(root)
+    col = open_collection(root)
     return {m: get_retriever(m, col).defaults for m in METHODS}
 
 
@@ -123,7 +123,7 @@ def test_eval_set_reaches_every_listed_method(root: Path, tmp_path: Path, defaul
         for p in spec.params:
             assert params[p.name] == helpers.other_value(p, defaults[name].get(p.name)), (name, p.name)
         # the same settings through Python give the same figures
-        r = get_retriever(name, Collection(root), **{p.name: params[p.name] for p in spec.params})
+        r = get_retriever(name, open_collection(root), **{p.name: params[p.name] for p in spec.params})
         hits = [r.search(q.text, k=1)[0].text for q in helpers.tiny_questions()]
         from hiera.eval.match import has_answer
 

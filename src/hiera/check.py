@@ -24,53 +24,21 @@ lock.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
-from hiera.index.build import BUILDS, INDEX_LINK
-from hiera.index.manifest import MANIFEST, TUNED_SUFFIX, Manifest, nested_builds, read_tuned
+from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
+from hiera.index.publish import BUILDS, INDEX_LINK
+from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files
 from hiera.io import loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
-
-Status = Literal["ok", "warning", "error"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    status: Status
-    detail: str
-
-    def line(self) -> str:
-        tag = {"ok": "ok", "warning": "WARN", "error": "FAIL"}[self.status]
-        return f"{tag:<4} {self.check}: {self.detail}"
-
-
-class _Checks:
-    def __init__(self) -> None:
-        self.findings: list[Finding] = []
-
-    def add(self, check: str, status: Status, detail: str) -> Finding:
-        f = Finding(check, status, " ".join(str(detail).split()))
-        self.findings.append(f)
-        return f
-
-    def ok(self, check: str, detail: str) -> None:
-        self.add(check, "ok", detail)
-
-    def warn(self, check: str, detail: str) -> None:
-        self.add(check, "warning", detail)
-
-    def error(self, check: str, detail: str) -> None:
-        self.add(check, "error", detail)
 
 
 def check_collection(root: str | Path, *, checksums: bool = True) -> list[Finding]:
@@ -78,7 +46,7 @@ def check_collection(root: str | Path, *, checksums: bool = True) -> list[Findin
     root = Path(root)
     if not (root / STORE_FILE).is_file():
         raise IndexMissingError(f"{root} is not a hiera collection (no {STORE_FILE})")
-    c = _Checks()
+    c = Checks()
     store = _check_store(root, c)
     try:
         _check_index(root, c, store, checksums)
@@ -88,7 +56,7 @@ def check_collection(root: str | Path, *, checksums: bool = True) -> list[Findin
     return c.findings
 
 
-def _check_index(root: Path, c: _Checks, store: dict[str, Any] | None, checksums: bool) -> None:
+def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums: bool) -> None:
     _check_lock(root, c)
     _check_builds_dir(root, c)
     link = root / INDEX_LINK
@@ -106,7 +74,7 @@ def _check_index(root: Path, c: _Checks, store: dict[str, Any] | None, checksums
         c.error("manifest", str(e))
         return
     c.ok("manifest", f"format {manifest.format}, {manifest.documents} documents, {manifest.passages} passages")
-    files_ok = _check_files(build_dir, manifest, c, checksums)
+    files_ok = check_files(build_dir, manifest, c, checksums)
     if store is not None:
         version = store["version"]
         if manifest.corpus_version == version:
@@ -118,18 +86,16 @@ def _check_index(root: Path, c: _Checks, store: dict[str, Any] | None, checksums
                 f"(documents were ingested since); searches are refused until `hiera build {root}`",
             )
     _guard(c, "layout", lambda: _check_layout(root, build_dir, manifest, c, store))
-    if manifest.shards:  # each shard is a build of its own: files, BM25, dense (hiera.shard.check)
-        from hiera.shard.check import check_shards
-
-        _guard(c, "shards", lambda: check_shards(build_dir, manifest, c, checksums))
+    if manifest.shards:  # each shard is a build of its own: files, BM25, dense
+        _guard(c, "shards", lambda: _check_shards(build_dir, manifest, c, checksums))
     elif files_ok:
-        _guard(c, "bm25", lambda: _check_bm25(build_dir, manifest, c))
-        _guard(c, "dense", lambda: _check_dense(build_dir, manifest, c))
+        _guard(c, "bm25", lambda: check_bm25(build_dir, manifest, c))
+        _guard(c, "dense", lambda: check_dense(build_dir, manifest, c))
     _guard(c, "tuned", lambda: _check_tuned(build_dir, c))
     return
 
 
-def _guard(c: _Checks, name: str, fn: Callable[[], None]) -> None:
+def _guard(c: Checks, name: str, fn: Callable[[], None]) -> None:
     """A check that crashes on damaged data reports the damage instead of stopping the others."""
     try:
         fn()
@@ -140,7 +106,7 @@ def _guard(c: _Checks, name: str, fn: Callable[[], None]) -> None:
 
 
 # -- store -------------------------------------------------------------------------------------------------
-def _check_store(root: Path, c: _Checks) -> dict[str, Any] | None:
+def _check_store(root: Path, c: Checks) -> dict[str, Any] | None:
     path = root / STORE_FILE
     try:
         conn = sqlite3.connect(path, isolation_level=None)
@@ -180,7 +146,7 @@ def _check_store(root: Path, c: _Checks) -> dict[str, Any] | None:
         return None
 
 
-def _check_lock(root: Path, c: _Checks) -> None:
+def _check_lock(root: Path, c: Checks) -> None:
     holder = is_locked(root)
     if holder is not None:
         c.warn("lock", f"a writer is at work ({holder.describe()}); the collection may change while it runs")
@@ -190,7 +156,7 @@ def _check_lock(root: Path, c: _Checks) -> None:
         c.warn("lock", f"PID {info.pid} died holding the writer lock (since {info.since}); the next writer clears it")
 
 
-def _check_builds_dir(root: Path, c: _Checks) -> None:
+def _check_builds_dir(root: Path, c: Checks) -> None:
     builds = root / BUILDS
     if not builds.is_dir():
         return
@@ -212,35 +178,7 @@ def _check_builds_dir(root: Path, c: _Checks) -> None:
 
 
 # -- the build ---------------------------------------------------------------------------------------------
-def _check_files(build_dir: Path, m: Manifest, c: _Checks, checksums: bool) -> bool:
-    try:
-        m.check_files(build_dir)
-    except HieraError as e:
-        c.error("files", str(e))
-        return False
-    nested = nested_builds(build_dir)  # shards list their own files
-    extra = sorted(
-        str(p.relative_to(build_dir)) for p in build_dir.rglob("*")
-        if p.is_file() and p.name != MANIFEST and str(p.relative_to(build_dir)) not in m.files
-        and not any(p.is_relative_to(d) for d in nested)
-    )
-    if extra:
-        c.warn("files", f"files the manifest does not list: {', '.join(extra[:5])}")
-    if not checksums:
-        c.ok("files", f"{len(m.files)} files with the sizes the manifest records (checksums not read: --quick)")
-        return True
-    if not m.checksums:
-        c.ok("files", f"{len(m.files)} files with the recorded sizes (this build predates checksums)")
-        return True
-    bad = m.check_checksums(build_dir)
-    if bad:
-        c.error("files", f"contents changed since the build (sha256 differs): {', '.join(bad[:5])}; rebuild with `hiera build`")
-        return False
-    c.ok("files", f"{len(m.files)} files match the manifest's sizes and sha256 checksums")
-    return True
-
-
-def _check_layout(root: Path, build_dir: Path, m: Manifest, c: _Checks, store: dict[str, Any] | None) -> None:
+def _check_layout(root: Path, build_dir: Path, m: Manifest, c: Checks, store: dict[str, Any] | None) -> None:
     lay = build_dir / "layout"
     prow = np.load(lay / "passage_rows.npy", allow_pickle=False)
     drow = np.load(lay / "doc_rows.npy", allow_pickle=False)
@@ -276,50 +214,50 @@ def _missing_rows(conn: sqlite3.Connection, table: str, rows: np.ndarray) -> int
     return len(set(ids)) - found + (len(ids) - len(set(ids)))
 
 
-def _check_bm25(build_dir: Path, m: Manifest, c: _Checks) -> None:
-    if m.bm25 is None:
-        return
-    from hiera.index.bm25 import Bm25Config, Bm25Index
+def _check_shards(build_dir: Path, m: Manifest, c: Checks, checksums: bool) -> None:
+    """Every shard checked like a build, each finding naming its shard.
 
-    cfg = Bm25Config.from_dict(m.bm25)
-    sizes = {}
-    for name, want in (("bm25-passages", m.passages), ("bm25-docs", m.documents)):
-        n = Bm25Index.load(build_dir / name, cfg, mmap=True).size
-        if n != want:
-            c.error("bm25", f"{name} indexes {n} texts, the manifest {want}")
-            return
-        sizes[name] = n
-    c.ok("bm25", f"passages {sizes['bm25-passages']}, documents {sizes['bm25-docs']}")
+    On top: the shard is the one the build recorded (sha256 of its manifest),
+    at the build's corpus version, and the shards tile the documents and
+    passages in order.
+    """
+    errors = 0
+    docs = passages = 0
+    for e in m.shards:
+        name = e.get("name", "?")
+        if e.get("docs", [None])[0] != docs or e.get("passages", [None])[0] != passages:
+            c.error("shards", f"shard {name} does not start where the previous one ends (documents {docs}, "
+                    f"passages {passages}); rebuild with `hiera build`")
+            errors += 1
+        docs, passages = int(e["docs"][1]), int(e["passages"][1])
+        try:
+            sm = open_shard_manifest(build_dir, e, m.corpus_version)
+        except HieraError as err:
+            c.error("shards", str(err))
+            errors += 1
+            continue
+        sub = Checks()
+        shard_dir = build_dir / SHARDS_DIR / name
+        if check_files(shard_dir, sm, sub, checksums):
+            for fn in (check_bm25, check_dense):
+                try:
+                    fn(shard_dir, sm, sub)
+                except Exception as err:  # a corrupt file can make numpy, bm25s or FAISS raise anything
+                    sub.error(fn.__name__.removeprefix("check_"), f"cannot read: {type(err).__name__}")
+        for f in sub.findings:
+            if f.status != "ok":
+                c.add("shards", f.status, f"shard {name}: {f.check}: {f.detail}")
+                errors += f.status == "error"
+    if (docs, passages) != (m.documents, m.passages):
+        c.error("shards", f"the shards cover {docs} documents and {passages} passages, the build {m.documents} "
+                f"and {m.passages}")
+        errors += 1
+    if not errors:
+        what = "checksums" if checksums else "sizes"
+        c.ok("shards", f"{len(m.shards)} shards: manifests as recorded, files match their {what}, BM25 and dense sizes")
 
 
-def _check_dense(build_dir: Path, m: Manifest, c: _Checks) -> None:
-    if not m.models:
-        return
-    from hiera.index.dense import load_faiss
-
-    dense = build_dir / "dense"
-    problems = []
-    for name, rows, level in (
-        ("passages", m.passages, "passage"), ("docs", m.documents, "doc"), ("docs-mean", m.documents, "passage")
-    ):
-        dim = int(m.models.get(level, {}).get("dim", 0))
-        mat_path = dense / f"{name}.f16.npy"
-        if mat_path.exists():
-            mat = np.load(mat_path, mmap_mode="r", allow_pickle=False)
-            if mat.shape != (rows, dim):
-                problems.append(f"{mat_path.name} has shape {mat.shape}, expected ({rows}, {dim})")
-        idx_path = dense / f"{name}.faiss"
-        if idx_path.exists():
-            index = load_faiss(idx_path, mmap=True)
-            if index.ntotal != rows or index.d != dim:
-                problems.append(f"{idx_path.name} holds {index.ntotal} vectors of dim {index.d}, expected {rows} of {dim}")
-    if problems:
-        c.error("dense", "; ".join(problems))
-        return
-    c.ok("dense", f"FAISS and float16 matrices: {m.passages} passages, {m.documents} documents")
-
-
-def _check_tuned(build_dir: Path, c: _Checks) -> None:
+def _check_tuned(build_dir: Path, c: Checks) -> None:
     params = read_tuned(build_dir)
     if params:
         from hiera.spec import method
@@ -344,22 +282,3 @@ def iter_lines(findings: list[Finding], verbose: bool) -> Iterator[str]:
     for f in findings:
         if verbose or f.status != "ok":
             yield f.line()
-
-
-def cmd_check(args: Any) -> int:
-    findings = check_collection(args.index, checksums=not args.quick)
-    if args.json:
-        print(json.dumps({"collection": str(args.index), **summary(findings)}, indent=2))
-    else:
-        for line in iter_lines(findings, verbose=not args.quiet):
-            print(line)
-        errors = sum(f.status == "error" for f in findings)
-        print(f"{args.index}: {'OK' if not errors else f'{errors} error(s)'} ({len(findings)} checks)")
-    return 1 if any(f.status == "error" for f in findings) else 0
-
-
-def register(add: Any) -> None:
-    sp = add("check", cmd_check, "check a collection's integrity (store, manifest, files, layout, indexes); exit 1 on damage")
-    sp.add_argument("index", metavar="DIR")
-    sp.add_argument("--json", action="store_true", help="every check as JSON")
-    sp.add_argument("--quick", action="store_true", help="skip the sha256 checksums (which read every index byte)")

@@ -1,15 +1,34 @@
-"""An opened collection: the corpus store plus its live, checked index build.
+"""A collection as retrievers, readers and the server see it: one protocol, two implementations.
 
-Everything heavy (BM25 matrices, FAISS indexes, vector matrices, encoders) is
-loaded lazily and memory-mapped where the format allows, so opening a
-collection costs milliseconds and a server pays for what it serves only once.
+:class:`Collection` lists exactly what the rest of hiera reads of an opened
+collection: its sizes and layout (the one passage order every index shares),
+its indexes (BM25, FAISS, vector matrices) by global position, its query
+encoders, the scoring calls that several methods share, passage and document
+hydration, and the method defaults its build carries. Nothing else is part of
+the contract, so a retriever works on any implementation:
+
+* :class:`LocalCollection`: the indexes of one build directory, loaded lazily
+  and memory-mapped (opening costs milliseconds; a server pays for what it
+  serves only once);
+* :class:`hiera.shard.collection.ShardedCollection`: the same members answered
+  by fanning out over shards, each a local index of its own (composition, as
+  FAISS's ``IndexShards``).
+
+Both *hold* a :class:`BuildView`, the part of a live build that is the same
+either way (the corpus store, the checked manifest, the layout arrays, the
+encoders, hydration, defaults), and expose its members through
+:func:`on_view`; neither subclasses the other. :func:`hiera.builds.open_collection`
+picks one from the build's manifest. This module imports nothing from
+:mod:`hiera.shard`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -19,28 +38,165 @@ from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.build import live_build_dir
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import TorchExactIndex, resolve_device
 from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.publish import live_build_dir
 from hiera.spec import method
 
 VECTOR_DTYPES = ("float16", "float32")
+T = TypeVar("T")
 
 
-class Collection:
-    """Read-only view used by retrievers, the CLI and the HTTP API."""
+# -- what a collection offers ----------------------------------------------------------------------------------
+class Bm25Searcher(Protocol):
+    """A BM25 index by global position: top-k search and the full score vector."""
 
-    def __new__(cls, root: str | Path | None = None, *args: object, **kwargs: object) -> Collection:
-        """A sharded live build opens as :class:`hiera.shard.collection.ShardedCollection` (same interface)."""
-        if cls is Collection and root is not None:
-            from hiera.shard.layout import is_sharded
+    size: int
 
-            if is_sharded(live_build_dir(Path(root))):
-                from hiera.shard.collection import ShardedCollection
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
-                return super().__new__(ShardedCollection)
-        return super().__new__(cls)
+    def scores(self, query: str) -> np.ndarray: ...
+
+
+class VectorIndex(Protocol):
+    """A FAISS index, or anything shaped like one (exact torch search, a sharded fan-out)."""
+
+    ntotal: int
+    d: int
+
+    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class VectorMatrix(Protocol):
+    """Stored vectors by global position: integer-array gathers and slices (a float16 memmap, or shards)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: Any) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Collection(Protocol):
+    """What retrievers, readers, trainers and the server use of an opened collection.
+
+    ``store`` and ``manifest`` are there for the tools that report on the
+    collection (the server's health, training reports, ``hiera stats``);
+    retrievers use the members below them.
+    """
+
+    root: Path
+    build_dir: Path
+    manifest: Manifest
+    store: CorpusStore
+    search_device: str
+
+    @property
+    def n_docs(self) -> int: ...
+
+    @property
+    def n_passages(self) -> int: ...
+
+    @property
+    def built(self) -> set[str]: ...
+
+    @property
+    def has_dense(self) -> bool: ...
+
+    @property
+    def models(self) -> dict[str, dict[str, Any]]: ...
+
+    @property
+    def faiss_types(self) -> dict[str, str]: ...
+
+    @property
+    def title_sep(self) -> str: ...
+
+    # layout: the one order of passages and documents
+    @property
+    def passage_rows(self) -> np.ndarray: ...
+
+    @property
+    def doc_rows(self) -> np.ndarray: ...
+
+    @property
+    def doc_offsets(self) -> np.ndarray: ...
+
+    @property
+    def passage_doc(self) -> np.ndarray: ...
+
+    # indexes, by global position
+    @property
+    def bm25_passages(self) -> Bm25Searcher: ...
+
+    @property
+    def bm25_docs(self) -> Bm25Searcher: ...
+
+    @property
+    def passage_faiss(self) -> VectorIndex: ...
+
+    @property
+    def doc_faiss(self) -> VectorIndex: ...
+
+    @property
+    def doc_mean_faiss(self) -> VectorIndex | None: ...
+
+    @property
+    def passage_vectors(self) -> VectorMatrix: ...
+
+    @property
+    def doc_vectors(self) -> VectorMatrix: ...
+
+    @property
+    def doc_mean_vectors(self) -> VectorMatrix: ...
+
+    @property
+    def passage_encoder(self) -> Encoder: ...
+
+    @property
+    def doc_encoder(self) -> Encoder: ...
+
+    # scoring calls several methods share (a sharded collection answers each in one round trip per shard)
+    def passage_lists(
+        self, query: str, qp: np.ndarray, depth: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]: ...
+
+    def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray: ...
+
+    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray: ...
+
+    # hydration
+    def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]: ...
+
+    def docs_at(self, positions: np.ndarray | list[int]) -> list[DocRow]: ...
+
+    def iter_docs(self, ids: list[str] | None = None) -> Iterator[DocRow]: ...
+
+    def iter_passages(self, doc_ids: list[str] | None = None) -> Iterator[tuple[int, Passage]]: ...
+
+    def doc_text(self, doc_id: str) -> str: ...
+
+    # methods
+    def method_defaults(self, name: str) -> dict: ...
+
+    def check_method(self, name: str) -> None: ...
+
+    def derived(self, key: str, make: Callable[[], T]) -> T: ...
+
+    def warmup(self) -> None: ...
+
+
+# -- the part of a live build every implementation shares ------------------------------------------------------
+class BuildView:
+    """A collection's live build without its indexes: store, checked manifest, layout, encoders, defaults.
+
+    Opening it checks what makes a build unusable before any search: the
+    manifest's format and files, the corpus version (documents ingested since
+    the build), the requested models' fingerprints and the stored defaults.
+    """
 
     def __init__(
         self,
@@ -52,22 +208,7 @@ class Collection:
         cache_dir: Path | None = None,
         vectors: str = "float16",
         backend: str | None = None,
-        device: str = "auto",
     ) -> None:
-        """``backend`` runs the query encoders (:mod:`hiera.backends`); default: the one the build encoded with.
-
-        ``device`` is where dense indexes are searched: ``faiss`` (the indexes
-        as built), ``cuda`` or ``cpu`` (exact search with torch,
-        :mod:`hiera.index.exact`), ``auto`` (``cuda`` when there is a GPU, else
-        ``faiss``); :attr:`search_device` says which one was chosen.
-
-        ``vectors="float32"`` upcasts the stored float16 vector matrices once, into memory.
-
-        It doubles their size and drops the mmap, but DHR's passage stage and
-        the dense document stages then skip a float16 → float32 conversion on
-        every query (about 30% of a DHR search with an HNSW document index at
-        1M passages, bench/scale.py). The default keeps them memory-mapped.
-        """
         if vectors not in VECTOR_DTYPES:
             raise ValueError(f"vectors must be one of {', '.join(VECTOR_DTYPES)}, got {vectors!r}")
         self.root = Path(root)
@@ -88,13 +229,13 @@ class Collection:
         self.vectors = vectors
         self.cache_dir = cache_dir
         self.backend = check_backend(backend) if backend is not None else None
-        self.search_device = resolve_device(device)
         self._requested = {"doc": doc_encoder, "passage": passage_encoder}
         for level, name in self._requested.items():
             if name is not None:
                 self.manifest.check_model(level, model_fingerprint(resolve_model_path(name)), name)
+        self._derived: dict[str, Any] = {}
+        self._derived_lock = threading.Lock()
 
-    # -- method defaults -------------------------------------------------
     def _checked_defaults(self) -> dict[str, dict]:
         """The build's (``hiera build --set``) then the tuned (``hiera tune``) parameters, checked by the registry."""
         merged: dict[str, dict] = {}
@@ -113,15 +254,53 @@ class Collection:
         """Parameters this build sets for method ``name`` (on top of the registry's defaults)."""
         return dict(self._defaults.get(name, {}))
 
-    def check_method(self, name: str) -> None:
-        """Refuse a method this build cannot answer as documented (a sharded build refuses some; see hiera.shard)."""
+    def derived(self, key: str, make: Callable[[], T]) -> T:
+        """An object derived from this collection (the linking pipeline's alias index…), made once, dropped with it.
+
+        Thread-safe: two first callers get the same object.
+        """
+        with self._derived_lock:
+            if key not in self._derived:
+                self._derived[key] = make()
+            return self._derived[key]
+
+    # -- sizes and build facts -------------------------------------------------------------------------------
+    @property
+    def n_docs(self) -> int:
+        return int(self.manifest.documents)
+
+    @property
+    def n_passages(self) -> int:
+        return int(self.manifest.passages)
+
+    @property
+    def has_dense(self) -> bool:
+        return bool(self.manifest.models)
 
     @property
     def built(self) -> set[str]:
         """Index kinds this build has: ``bm25``, ``dense``."""
         return {k for k, ok in (("bm25", self.manifest.bm25 is not None), ("dense", self.has_dense)) if ok}
 
-    # -- layout ----------------------------------------------------------
+    @property
+    def models(self) -> dict[str, dict[str, Any]]:
+        """The encoders the build used, per level (name, path, fingerprint, dim, backend)."""
+        return self.manifest.models
+
+    @property
+    def faiss_types(self) -> dict[str, str]:
+        """The FAISS factory string of each dense index, per level."""
+        return self.manifest.faiss
+
+    @property
+    def title_sep(self) -> str:
+        return self.store.title_sep
+
+    def need(self, what: str, present: bool) -> None:
+        if not present:
+            raise IndexMissingError(f"{self.root}: the {what} index was not built; run `hiera build {self.root}`")
+
+    # -- layout ----------------------------------------------------------------------------------------------
     @cached_property
     def passage_rows(self) -> np.ndarray:
         return np.load(self.build_dir / "layout" / "passage_rows.npy", mmap_mode="r" if self.mmap else None)
@@ -139,86 +318,9 @@ class Collection:
         """Document position of every passage position (derived, not stored)."""
         return np.repeat(np.arange(len(self.doc_rows), dtype=np.int32), np.diff(self.doc_offsets))
 
-    @property
-    def n_docs(self) -> int:
-        return int(self.manifest.documents)
-
-    @property
-    def n_passages(self) -> int:
-        return int(self.manifest.passages)
-
-    # -- BM25 -----------------------------------------------------------
-    def _need(self, what: str, present: bool) -> None:
-        if not present:
-            raise IndexMissingError(f"{self.root}: the {what} index was not built; run `hiera build {self.root}`")
-
-    @cached_property
-    def bm25_passages(self) -> Bm25Index:
-        self._need("BM25", self.manifest.bm25 is not None)
-        return Bm25Index.load(self.build_dir / "bm25-passages", Bm25Config.from_dict(self.manifest.bm25), mmap=self.mmap)
-
-    @cached_property
-    def bm25_docs(self) -> Bm25Index:
-        self._need("BM25", self.manifest.bm25 is not None)
-        return Bm25Index.load(self.build_dir / "bm25-docs", Bm25Config.from_dict(self.manifest.bm25), mmap=self.mmap)
-
-    # -- dense ----------------------------------------------------------
-    @property
-    def has_dense(self) -> bool:
-        return bool(self.manifest.models)
-
-    def _matrix(self, name: str) -> np.ndarray:
-        stored = load_matrix(self.build_dir / "dense" / name, self.mmap)
-        if self.vectors == "float16":
-            return stored
-        return np.array(stored, dtype=np.float32)  # a plain in-memory array (astype would keep the memmap class)
-
-    @cached_property
-    def passage_vectors(self) -> np.ndarray:
-        self._need("dense", self.has_dense)
-        return self._matrix("passages.f16.npy")
-
-    @cached_property
-    def doc_vectors(self) -> np.ndarray:
-        self._need("dense", self.has_dense)
-        return self._matrix("docs.f16.npy")
-
-    @cached_property
-    def doc_mean_vectors(self) -> np.ndarray:
-        self._need("dense", self.has_dense)
-        return self._matrix("docs-mean.f16.npy")
-
-    @cached_property
-    def doc_mean_faiss(self):
-        """FAISS index over the mean vectors (None for builds made before it existed)."""
-        self._need("dense", self.has_dense)
-        path = self.build_dir / "dense" / "docs-mean.faiss"
-        if not path.exists():
-            return None
-        return self._exact(lambda: self.doc_mean_vectors) or load_faiss(path, self.mmap)
-
-    @cached_property
-    def passage_faiss(self):
-        self._need("dense", self.has_dense)
-        return self._exact(lambda: self.passage_vectors) or load_faiss(self.build_dir / "dense" / "passages.faiss", self.mmap)
-
-    @cached_property
-    def doc_faiss(self):
-        self._need("dense", self.has_dense)
-        return self._exact(lambda: self.doc_vectors) or load_faiss(self.build_dir / "dense" / "docs.faiss", self.mmap)
-
-    def _exact(self, vectors: Callable[[], np.ndarray]) -> TorchExactIndex | None:
-        """With a torch search device, the exact index over the collection's vector matrix stands in for FAISS.
-
-        ``vectors`` is only called then (the matrix the collection already
-        holds, not a second read of its file).
-        """
-        if self.search_device == "faiss":
-            return None
-        return TorchExactIndex(vectors(), self.search_device)
-
+    # -- encoders --------------------------------------------------------------------------------------------
     def _encoder(self, level: str) -> Encoder:
-        self._need("dense", self.has_dense)
+        self.need("dense", self.has_dense)
         info = self.manifest.models[level]
         name = self._requested[level] or info["path"]
         backend = self.backend or self.manifest.backend(level)
@@ -236,35 +338,12 @@ class Collection:
 
     @cached_property
     def doc_encoder(self) -> Encoder:
-        if self.manifest.models.get("doc", {}).get("fingerprint") == self.manifest.models.get("passage", {}).get(
-            "fingerprint"
-        ):
+        models = self.manifest.models
+        if models.get("doc", {}).get("fingerprint") == models.get("passage", {}).get("fingerprint"):
             return self.passage_encoder
         return self._encoder("doc")
 
-    # -- scoring primitives that several methods share ---------------------
-    def passage_lists(
-        self, query: str, qp: np.ndarray, depth: int
-    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """BM25's and the dense index's top ``depth`` passages, each as (positions, scores), best first.
-
-        The methods that fuse the two lists ask for both at once, so that a
-        sharded collection (:mod:`hiera.shard`) asks each shard once.
-        """
-        bm25 = self.bm25_passages.search(query, depth)
-        ids, sc = faiss_search(self.passage_faiss, qp, depth)
-        keep = ids[0] >= 0
-        return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
-
-    def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
-        """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
-        return self.passage_vectors[positions].astype(np.float32, copy=False) @ qp
-
-    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
-        """BM25 scores of the passages at ``positions`` (DHR's hybrid passage stage)."""
-        return self.bm25_passages.scores(query)[positions]
-
-    # -- provenance -----------------------------------------------------
+    # -- hydration -------------------------------------------------------------------------------------------
     def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]:
         rows = [int(self.passage_rows[int(i)]) for i in positions]
         found = self.store.passages_by_rowid(rows)
@@ -275,12 +354,164 @@ class Collection:
         found = self.store.docs_by_rowid(rows)
         return [found[r] for r in rows]
 
+    def iter_docs(self, ids: list[str] | None = None) -> Iterator[DocRow]:
+        """Documents (all, in store order, or those with ``ids``) with their titles and summaries."""
+        return self.store.iter_docs(ids)
+
+    def iter_passages(self, doc_ids: list[str] | None = None) -> Iterator[tuple[int, Passage]]:
+        """``(row id, passage)`` of every passage (or of the documents ``doc_ids``), in store order."""
+        return self.store.iter_passages(doc_ids)
+
+    def doc_text(self, doc_id: str) -> str:
+        """The document's title, a newline, then its full text."""
+        return self.store.doc_fulltext(doc_id)
+
     def warmup(self) -> None:
-        """Load what searches need, so the first request is not the slow one."""
-        if self.manifest.bm25 is not None:
-            self.bm25_passages.scores("warm up")
-            self.bm25_docs.scores("warm up")
+        _ = (self.passage_rows, self.doc_rows, self.doc_offsets, self.passage_doc)
         if self.has_dense:
-            _ = (self.passage_vectors, self.doc_vectors, self.passage_faiss, self.doc_faiss, self.passage_doc)
             self.passage_encoder.encode_query("warm up")
             self.doc_encoder.encode_query("warm up")
+
+
+VIEW_MEMBERS = (
+    "root", "build_dir", "manifest", "store", "mmap", "vectors", "n_docs", "n_passages", "has_dense", "built",
+    "models", "faiss_types", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
+    "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
+    "method_defaults", "derived",
+)
+
+
+def on_view(cls: type[T]) -> type[T]:
+    """Answer every :data:`VIEW_MEMBERS` member of ``cls`` with its ``view`` (a :class:`BuildView`): composition."""
+    for name in VIEW_MEMBERS:
+        setattr(cls, name, property(lambda self, _n=name: getattr(self.view, _n), doc=f"the build view's {name}"))
+    return cls
+
+
+def score_rows(matrix: VectorMatrix, positions: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``matrix[positions] · q`` in float32: the stored vectors of some rows scored against one query."""
+    return matrix[positions].astype(np.float32, copy=False) @ q
+
+
+# -- one build directory ---------------------------------------------------------------------------------------
+@on_view
+class LocalCollection:
+    """The indexes of one (unsharded) build, loaded lazily; the :class:`Collection` retrievers usually read."""
+
+    def __init__(self, root: str | Path, *, device: str = "auto", **options: Any) -> None:
+        """``options`` open the :class:`BuildView` (``doc_encoder``, ``passage_encoder``, ``mmap``, ``cache_dir``,
+        ``vectors``, ``backend``).
+
+        ``backend`` runs the query encoders (:mod:`hiera.backends`); default:
+        the one the build encoded with. ``device`` is where dense indexes are
+        searched: ``faiss`` (the indexes as built), ``cuda`` or ``cpu`` (exact
+        search with torch, :mod:`hiera.index.exact`), ``auto`` (``cuda`` when
+        there is a GPU, else ``faiss``); :attr:`search_device` says which.
+
+        ``vectors="float32"`` upcasts the stored float16 vector matrices once,
+        into memory. It doubles their size and drops the mmap, but DHR's
+        passage stage and the dense document stages then skip a float16 →
+        float32 conversion on every query (about 30% of a DHR search with an
+        HNSW document index at 1M passages, bench/scale.py).
+        """
+        self.view = BuildView(root, **options)
+        if self.view.manifest.shards:
+            raise ManifestMismatchError(
+                f"the live build of {self.view.root} is sharded; open it with hiera.builds.open_collection"
+            )
+        self.search_device = resolve_device(device)
+
+    def check_method(self, name: str) -> None:
+        """Every registry method runs on one build."""
+
+    # -- BM25 ------------------------------------------------------------------------------------------------
+    @cached_property
+    def bm25_passages(self) -> Bm25Index:
+        return self._bm25("bm25-passages")
+
+    @cached_property
+    def bm25_docs(self) -> Bm25Index:
+        return self._bm25("bm25-docs")
+
+    def _bm25(self, name: str) -> Bm25Index:
+        m = self.view.manifest
+        self.view.need("BM25", m.bm25 is not None)
+        return Bm25Index.load(self.view.build_dir / name, Bm25Config.from_dict(m.bm25 or {}), mmap=self.view.mmap)
+
+    # -- dense -----------------------------------------------------------------------------------------------
+    def _matrix(self, name: str) -> np.ndarray:
+        self.view.need("dense", self.view.has_dense)
+        stored = load_matrix(self.view.build_dir / "dense" / name, self.view.mmap)
+        if self.view.vectors == "float16":
+            return stored
+        return np.array(stored, dtype=np.float32)  # a plain in-memory array (astype would keep the memmap class)
+
+    @cached_property
+    def passage_vectors(self) -> np.ndarray:
+        return self._matrix("passages.f16.npy")
+
+    @cached_property
+    def doc_vectors(self) -> np.ndarray:
+        return self._matrix("docs.f16.npy")
+
+    @cached_property
+    def doc_mean_vectors(self) -> np.ndarray:
+        return self._matrix("docs-mean.f16.npy")
+
+    def _faiss(self, name: str, vectors: Callable[[], np.ndarray]) -> Any:
+        """The FAISS index ``name``, or with a torch search device the exact index over the matrix that stands in.
+
+        ``vectors`` is only called then (the matrix the collection already
+        holds, not a second read of its file).
+        """
+        self.view.need("dense", self.view.has_dense)
+        if self.search_device != "faiss":
+            return TorchExactIndex(vectors(), self.search_device)
+        return load_faiss(self.view.build_dir / "dense" / name, self.view.mmap)
+
+    @cached_property
+    def passage_faiss(self) -> Any:
+        return self._faiss("passages.faiss", lambda: self.passage_vectors)
+
+    @cached_property
+    def doc_faiss(self) -> Any:
+        return self._faiss("docs.faiss", lambda: self.doc_vectors)
+
+    @cached_property
+    def doc_mean_faiss(self) -> Any:
+        """FAISS index over the mean vectors (None for builds made before it existed)."""
+        self.view.need("dense", self.view.has_dense)
+        if not (self.view.build_dir / "dense" / "docs-mean.faiss").exists():
+            return None
+        return self._faiss("docs-mean.faiss", lambda: self.doc_mean_vectors)
+
+    # -- scoring calls several methods share -----------------------------------------------------------------
+    def passage_lists(
+        self, query: str, qp: np.ndarray, depth: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """BM25's and the dense index's top ``depth`` passages, each as (positions, scores), best first.
+
+        The methods that fuse the two lists ask for both at once, so that a
+        sharded collection asks each shard once.
+        """
+        bm25 = self.bm25_passages.search(query, depth)
+        ids, sc = faiss_search(self.passage_faiss, qp, depth)
+        keep = ids[0] >= 0
+        return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
+
+    def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
+        """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
+        return score_rows(self.passage_vectors, positions, qp)
+
+    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
+        """BM25 scores of the passages at ``positions`` (DHR's hybrid passage stage)."""
+        return self.bm25_passages.scores(query)[positions]
+
+    def warmup(self) -> None:
+        """Load what searches need, so the first request is not the slow one."""
+        if self.view.manifest.bm25 is not None:
+            self.bm25_passages.scores("warm up")
+            self.bm25_docs.scores("warm up")
+        if self.view.has_dense:
+            _ = (self.passage_vectors, self.doc_vectors, self.passage_faiss, self.doc_faiss)
+        self.view.warmup()

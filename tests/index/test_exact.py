@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import hiera.index.exact as exact
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.index.build import BuildOptions, build
@@ -54,10 +55,10 @@ def _hits(col: Collection, name: str) -> list[list[tuple[str, float]]]:
 
 
 def test_collection_on_the_torch_device_gives_the_faiss_results(shared_root: Path) -> None:
-    col = Collection(shared_root, device="cpu")
+    col = open_collection(shared_root, device="cpu")
     assert col.search_device == "cpu" and isinstance(col.passage_faiss, TorchExactIndex)
     assert isinstance(col.doc_faiss, TorchExactIndex)
-    ref = Collection(shared_root, device="faiss")
+    ref = open_collection(shared_root, device="faiss")
     for name in ("dense", "dhr", "hybrid"):
         assert _hits(col, name) == _hits(ref, name), name
 
@@ -66,8 +67,8 @@ def test_an_hnsw_build_is_searched_exactly(shared_root: Path, tmp_path: Path) ->
     root = helpers.copy_collection(shared_root, tmp_path / "col")
     build(root, BuildOptions(progress=False, passage_factory="HNSW4", doc_factory="HNSW4", backend=helpers.SHARED_BACKEND),
           log=helpers.QUIET)
-    exact_col = Collection(root, device="cpu")
+    exact_col = open_collection(root, device="cpu")
     assert isinstance(exact_col.passage_faiss, TorchExactIndex) and isinstance(exact_col.doc_faiss, TorchExactIndex)
-    assert "HNSW" in type(Collection(root, device="faiss").passage_faiss).__name__
-    flat = Collection(shared_root, device="faiss")
+    assert "HNSW" in type(open_collection(root, device="faiss").passage_faiss).__name__
+    flat = open_collection(shared_root, device="faiss")
     assert _hits(exact_col, "dense") == _hits(flat, "dense")

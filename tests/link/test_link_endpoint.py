@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hiera.errors import BadInputError
-from hiera.link.decompose import RulesDecomposer
 from hiera.link.endpoint import SETS, EndpointDecomposer, chat_url, parse_sets
 from hiera.link.nlp import SpacyModel
+from hiera.link.rules import RulesDecomposer
 
 GOOD = {"sets": [[f"Fact {i}.{j} about the film." for j in range(3)] for i in range(5)]}
 QUESTION = "Who directed Jaws and produced Jurassic Park?"

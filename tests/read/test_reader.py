@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from readdata import RULES
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.errors import BadInputError, HieraError
-from hiera.eval.match import exact_match
 from hiera.eval.questions import load_squad
 from hiera.read.model import META_FILE
 from hiera.read.pipeline import answer
 from hiera.read.reader import Reader
 from hiera.retrieve import get_retriever
+from hiera.text import exact_match
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def reader(tiny_reader: Path) -> Reader:
 
 def test_the_reader_answers_its_training_questions(reader: Reader, squad_tiny):
     root, qfile = squad_tiny
-    col = Collection(root)
+    col = open_collection(root)
     store = col.store
     questions = load_squad(qfile, rules=RULES)
     right = 0
@@ -43,7 +43,7 @@ def test_the_reader_answers_its_training_questions(reader: Reader, squad_tiny):
 
 def test_answer_reads_retrieved_passages_and_explains_itself(reader: Reader, squad_tiny):
     root, qfile = squad_tiny
-    col = Collection(root)
+    col = open_collection(root)
     q = load_squad(qfile, rules=RULES)[0]
     out = answer(get_retriever("bm25", col), reader, q.text, k=3, read_params={"answers": 3})
     d = out.to_dict()
@@ -66,7 +66,7 @@ def test_answer_reads_retrieved_passages_and_explains_itself(reader: Reader, squ
 
 def test_bad_input_is_one_clear_error(reader: Reader, squad_tiny, tmp_path: Path):
     root, _ = squad_tiny
-    col = Collection(root)
+    col = open_collection(root)
     with pytest.raises(BadInputError, match="empty"):
         reader.read("   ", [("T", "text")])
     with pytest.raises(BadInputError, match="max_answer_tokens"):
@@ -105,7 +105,7 @@ def test_training_metadata_records_the_run(tiny_reader: Path):
 
 def test_a_subset_of_a_reading_decodes_like_reading_it_alone(reader: Reader, squad_tiny):
     root, qfile = squad_tiny
-    col = Collection(root)
+    col = open_collection(root)
     q = load_squad(qfile, rules=RULES)[1]
     hits = get_retriever("bm25", col).search(q.text, k=5).hits
     pairs = [(h.title, h.text) for h in hits]

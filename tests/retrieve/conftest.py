@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.corpus.tree import Passage
 
@@ -13,7 +14,7 @@ from hiera.corpus.tree import Passage
 @pytest.fixture(scope="session")
 def col(shared_root: Path) -> Collection:
     """The shared collection, opened once (retrievers only read it)."""
-    return Collection(shared_root)
+    return open_collection(shared_root)
 
 
 @pytest.fixture(scope="session")

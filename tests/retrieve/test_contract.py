@@ -11,7 +11,7 @@ from hiera.collection import Collection
 from hiera.corpus.tree import Passage
 from hiera.errors import BadInputError
 from hiera.retrieve import RETRIEVERS, Results, Retriever, get_retriever
-from hiera.retrieve.protocol import MAX_K, MAX_QUERY_CHARS
+from hiera.spec import MAX_K, MAX_QUERY_CHARS
 
 LEVELS = ("passage", "doc")
 CASES = [(name, level) for name in RETRIEVERS for level in LEVELS]

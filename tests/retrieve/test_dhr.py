@@ -8,11 +8,12 @@ import helpers
 import numpy as np
 import pytest
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.encode import resolve_model_path
 from hiera.retrieve import get_retriever
-from hiera.retrieve.docstage import DOC_STAGES
-from hiera.retrieve.docstage import stage as doc_stage
+from hiera.score.docstage import DOC_STAGES
+from hiera.score.docstage import stage as doc_stage
 
 BASE_IDS = [d.id for d in helpers.make_docs()]
 ATOL = 1e-2  # index vectors are stored as float16
@@ -235,7 +236,7 @@ def test_mean_vectors_are_normalized_passage_means(col: Collection, ref: Referen
 
 def test_float32_vectors_give_the_same_results(col: Collection, shared_root) -> None:
     """``vectors="float32"`` only changes where the upcast happens, not what DHR and the dense stages return."""
-    col32 = Collection(shared_root, vectors="float32")
+    col32 = open_collection(shared_root, vectors="float32")
     assert col32.passage_vectors.dtype == np.float32 and col.passage_vectors.dtype == np.float16
     np.testing.assert_array_equal(col32.passage_vectors, col.passage_vectors.astype(np.float32))
     assert not isinstance(col32.passage_vectors, np.memmap)
@@ -248,7 +249,7 @@ def test_float32_vectors_give_the_same_results(col: Collection, shared_root) -> 
 
 def test_unknown_vector_dtype_is_refused(shared_root) -> None:
     with pytest.raises(ValueError, match="float16, float32"):
-        Collection(shared_root, vectors="float64")
+        open_collection(shared_root, vectors="float64")
 
 
 def test_hybrid_passage_stage_mixes_bm25_within_the_chosen_documents(col: Collection) -> None:

@@ -14,6 +14,7 @@ import helpers
 import numpy as np
 import pytest
 
+from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.corpus.ingest import ingest
@@ -60,7 +61,7 @@ def sample(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 
 @pytest.fixture(scope="module")
 def col(sample: tuple[Path, list[dict]]) -> Collection:
-    return Collection(sample[0])
+    return open_collection(sample[0])
 
 
 def step(res, name: str) -> dict:

@@ -16,15 +16,16 @@ from pathlib import Path
 import pytest
 from questdata import FakeClassifier, quest_collection
 
+from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.errors import HieraError
-from hiera.retrieve.sets import SetsRetriever, roles_of
+from hiera.retrieve.sets import SetsRetriever
 from hiera.sets.classifier import Thresholds
-from hiera.sets.evaluate import gold_ids
 from hiera.sets.expr import And, Atom, Diff, Or, evaluate, from_json
 from hiera.sets.lexical import LEXICAL_EVIDENCE
-from hiera.sets.queries import load_set_queries, read_predictions
+from hiera.sets.plan import roles_of
+from hiera.sets.queries import gold_ids, load_set_queries, read_predictions
 from hiera.sets.tune import set_f1
 
 
@@ -35,7 +36,7 @@ def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture(scope="module")
 def col(quest: dict) -> Collection:
-    return Collection(quest["root"])
+    return open_collection(quest["root"])
 
 
 def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetriever, FakeClassifier]:
@@ -63,7 +64,7 @@ def test_end_to_end_on_real_queries(col: Collection, quest: dict) -> None:
         # the members are exactly what set algebra gives over the accepted sets the trace lists
         per = steps["classify"].detail["per_constraint"]
         members = {c: {d: 0.9 for d in info["members"]} for c, info in per.items()}
-        expr = r.parser("rules").parse(q.query).expression
+        expr = r.planner.parser("rules").parse(q.query).expression
         assert set(evaluate(expr, members)) == set(res.answer_set)
         for info in per.values():
             assert info["threshold"] == 0.5 and info["accepted"] == len(info["members"]) <= info["scored"]
@@ -197,7 +198,7 @@ def test_eval_format_quest_json_and_predictions(quest: dict, tmp_path: Path, cap
     assert "| sets | all |" in (out / "results.md").read_text()
 
 
-@pytest.mark.parametrize("module", ["hiera.retrieve.sets", "hiera.sets.classifier", "hiera.sets.evaluate", "hiera.sets.tune"])
+@pytest.mark.parametrize("module", ["hiera.retrieve.sets", "hiera.sets.classifier", "hiera.eval.sets", "hiera.sets.tune", "hiera.sets.plan"])
 def test_inference_does_not_import_training(module: str) -> None:
     tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

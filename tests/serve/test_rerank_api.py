@@ -6,9 +6,10 @@ import pytest
 from fastapi.testclient import TestClient
 from helpers import tiny_questions
 
-from hiera.collection import Collection
-from hiera.rerank import Reranker, RerankRetriever
+from hiera.builds import open_collection
+from hiera.crossencoder import Reranker
 from hiera.retrieve import get_retriever
+from hiera.retrieve.rerank import RerankRetriever
 from hiera.serve.api import create_app
 from hiera.train.args import RerankerArgs
 from hiera.train.reranker import train_reranker
@@ -50,7 +51,7 @@ def test_rerank_through_the_api(shared_root, reranker_dir):
         score, rank = before[h["passage_id"]]
         assert h["stages"]["retrieve"]["rank"] == rank and h["stages"]["retrieve"]["score"] == pytest.approx(score)
     # the same hits the Python pipeline returns
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     ours = RerankRetriever(get_retriever("bm25", col), Reranker(reranker_dir), depth=5).search(QUERY, k=3)
     assert [h["passage_id"] for h in hits] == [h.passage_id for h in ours.hits]
     assert scores == pytest.approx([h.score for h in ours.hits], abs=1e-6)

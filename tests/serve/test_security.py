@@ -17,9 +17,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from hiera.cli.serve import exposure_warning, is_loopback
 from hiera.retrieve.bm25 import Bm25Retriever
 from hiera.serve import api
-from hiera.serve.cli import exposure_warning, is_loopback
 
 KEY = "s3cret-key-0123456789"
 SEARCH = "/search?q=worker+bees&retriever=bm25&k=3"

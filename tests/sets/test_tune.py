@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hiera.errors import BadInputError, HieraError
-from hiera.retrieve.sets import SetPlan, roles_of
 from hiera.sets.classifier import THRESHOLDS_FILE, Thresholds, read_thresholds, write_thresholds
 from hiera.sets.expr import And, Atom, Diff, Expr, Or
+from hiera.sets.plan import SetPlan, roles_of
 from hiera.sets.tune import avg_f1, set_f1, thresholds_from, tune_blend, tune_thresholds
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import helpers
 import pytest
 
+from hiera.builds import build_collection
 from hiera.corpus.store import CorpusStore
-from hiera.index.build import BuildOptions, build
+from hiera.index.build import BuildOptions
 
 
 def free_port() -> int:
@@ -32,7 +33,7 @@ def make_collection(root: Path, cache: Path, **options: object) -> Path:
     store = CorpusStore(root, create=True)
     store.ingest(helpers.make_docs() + helpers.make_extra_docs())
     store.close()
-    build(root, BuildOptions(progress=False, cache_dir=cache, **options), log=lambda m: None)  # type: ignore[arg-type]
+    build_collection(root, BuildOptions(progress=False, cache_dir=cache, **options), log=lambda m: None)  # type: ignore[arg-type]
     return root
 
 

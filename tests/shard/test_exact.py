@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from shard.compare import QUERIES, assert_same
 
-from hiera.collection import Collection
+from hiera.builds import build_collection, open_collection
+from hiera.collection import Collection, LocalCollection
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.build import BuildOptions, build
+from hiera.index.build import BuildOptions
 from hiera.retrieve import get_retriever
 from hiera.shard.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.shard.collection import EXACT_METHODS, ShardedCollection
@@ -23,11 +24,11 @@ CASES = [(name, level) for name, spec in METHODS.items() for level in spec.level
 
 @pytest.fixture(scope="module")
 def cols(unsharded: Path, sharded1: Path, sharded3: Path) -> dict[str, Collection]:
-    return {"one": Collection(unsharded), "s1": Collection(sharded1), "s3": Collection(sharded3)}
+    return {"one": open_collection(unsharded), "s1": open_collection(sharded1), "s3": open_collection(sharded3)}
 
 
 def test_sharded_builds_open_as_sharded(cols: dict[str, Collection]) -> None:
-    assert type(cols["one"]) is Collection
+    assert type(cols["one"]) is LocalCollection and isinstance(cols["one"], Collection)
     assert isinstance(cols["s3"], ShardedCollection)
     assert [e["name"] for e in cols["s3"].manifest.shards] == ["000", "001", "002"]
     # the shards tile the global order
@@ -100,7 +101,7 @@ def test_approximate_indexes_are_refused(unsharded: Path, tmp_path: Path, shard_
     col = helpers.copy_collection(unsharded, tmp_path / "col")
     live = (col / "index").resolve()
     with pytest.raises(BadInputError, match="sharded builds need Flat FAISS indexes"):
-        build(col, BuildOptions(progress=False, cache_dir=shard_cache, shards=2, passage_factory="HNSW32"),
+        build_collection(col, BuildOptions(progress=False, cache_dir=shard_cache, shards=2, passage_factory="HNSW32"),
               log=lambda m: None)
     assert (col / "index").resolve() == live
     assert not list((col / "builds").glob("*.partial"))

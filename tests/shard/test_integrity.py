@@ -10,10 +10,11 @@ import pytest
 from shard.compare import QUERIES, assert_same
 
 import hiera.shard.build as shard_build
+from hiera.builds import build_collection, open_collection
 from hiera.check import check_collection
-from hiera.collection import Collection
+from hiera.collection import LocalCollection
 from hiera.errors import HieraError
-from hiera.index.build import BuildOptions, build
+from hiera.index.build import BuildOptions
 from hiera.retrieve import get_retriever
 
 
@@ -24,7 +25,7 @@ def _shard_dir(root: Path, name: str) -> Path:
 def test_missing_shard_file_is_refused_by_name(sharded3_copy: Path) -> None:
     (_shard_dir(sharded3_copy, "001") / "dense" / "passages.faiss").unlink()
     with pytest.raises(HieraError, match=r"shard 001 .* is incomplete: missing dense/passages.faiss"):
-        Collection(sharded3_copy)
+        open_collection(sharded3_copy)
 
 
 def test_missing_shard_directory_is_refused_by_name(sharded3_copy: Path) -> None:
@@ -32,7 +33,7 @@ def test_missing_shard_directory_is_refused_by_name(sharded3_copy: Path) -> None
 
     shutil.rmtree(_shard_dir(sharded3_copy, "002"))
     with pytest.raises(HieraError, match=r"shard 002 .* is missing"):
-        Collection(sharded3_copy)
+        open_collection(sharded3_copy)
 
 
 def test_stale_shard_is_refused_by_name(sharded3_copy: Path, sharded1: Path) -> None:
@@ -43,14 +44,14 @@ def test_stale_shard_is_refused_by_name(sharded3_copy: Path, sharded1: Path) -> 
     shutil.rmtree(target)
     shutil.copytree(_shard_dir(sharded1, "000"), target)
     with pytest.raises(HieraError, match=r"shard 000 .* is stale: its manifest is not the one this build recorded"):
-        Collection(sharded3_copy)
+        open_collection(sharded3_copy)
 
 
 def test_changed_shard_file_is_refused_by_name(sharded3_copy: Path) -> None:
     path = _shard_dir(sharded3_copy, "002") / "dense" / "docs.f16.npy"
     path.write_bytes(path.read_bytes() + b"\0" * 16)
     with pytest.raises(HieraError, match=r"shard 002 .* is stale: files changed since the build \(dense/docs.f16.npy\)"):
-        Collection(sharded3_copy)
+        open_collection(sharded3_copy)
 
 
 def test_check_understands_shards(sharded3_copy: Path) -> None:
@@ -82,23 +83,23 @@ def test_killed_sharded_build_leaves_the_old_index_live(sharded3_copy: Path, sha
 
     monkeypatch.setattr(shard_build, "build_shard", dies_on_second)
     with pytest.raises(KeyboardInterrupt):
-        build(sharded3_copy, BuildOptions(progress=False, cache_dir=shard_cache, shards=2), log=lambda m: None)
+        build_collection(sharded3_copy, BuildOptions(progress=False, cache_dir=shard_cache, shards=2), log=lambda m: None)
     assert (sharded3_copy / "index").resolve() == live
     assert not list((sharded3_copy / "builds").glob("*.partial"))
-    assert len(Collection(sharded3_copy).manifest.shards) == 3
+    assert len(open_collection(sharded3_copy).manifest.shards) == 3
 
 
 def test_rebuild_unsharded_then_add_keeps_shards(sharded3_copy: Path, unsharded: Path, shard_cache: Path) -> None:
     """Unsharded after sharded (nothing reused from shard files), then sharded again; `add` keeps the shard count."""
     opts = BuildOptions(progress=False, cache_dir=shard_cache)
-    build(sharded3_copy, opts, log=lambda m: None)
-    col = Collection(sharded3_copy)
-    assert type(col) is Collection
-    ref = get_retriever("dense", Collection(unsharded)).search(QUERIES[0], k=10)
+    build_collection(sharded3_copy, opts, log=lambda m: None)
+    col = open_collection(sharded3_copy)
+    assert type(col) is LocalCollection
+    ref = get_retriever("dense", open_collection(unsharded)).search(QUERIES[0], k=10)
     assert_same(ref.hits, get_retriever("dense", col).search(QUERIES[0], k=10).hits, "unsharded rebuild")
-    build(sharded3_copy, BuildOptions(progress=False, cache_dir=shard_cache, shards=2), log=lambda m: None)
-    assert len(Collection(sharded3_copy).manifest.shards) == 2
-    assert BuildOptions.from_manifest(Collection(sharded3_copy).manifest).shards == 2
+    build_collection(sharded3_copy, BuildOptions(progress=False, cache_dir=shard_cache, shards=2), log=lambda m: None)
+    assert len(open_collection(sharded3_copy).manifest.shards) == 2
+    assert BuildOptions.from_manifest(open_collection(sharded3_copy).manifest).shards == 2
 
 
 def test_in_process_server_answers_like_one_index(unsharded: Path, sharded3: Path) -> None:
@@ -125,7 +126,7 @@ def test_cli_builds_shards_and_refuses_what_it_cannot_do(unsharded: Path, tmp_pa
     monkeypatch.setenv("HIERA_CACHE_DIR", str(shard_cache))
     col = helpers.copy_collection(unsharded, tmp_path / "col")
     assert main(["build", str(col), "--shards", "2", "--quiet"]) == 0
-    assert len(Collection(col).manifest.shards) == 2
+    assert len(open_collection(col).manifest.shards) == 2
     assert main(["build", str(col), "--engine", "ray", "--quiet"]) == 2
     assert "--engine ray builds shards: give --shards N" in capsys.readouterr().err
     assert main(["build", str(col), "--shards", "99", "--quiet"]) == 2
@@ -147,11 +148,11 @@ def test_add_to_a_sharded_collection_stays_sharded_and_exact(unsharded: Path, tm
     store = CorpusStore(root, create=True)
     store.ingest(helpers.make_docs())
     store.close()
-    build(root, BuildOptions(progress=False, cache_dir=shard_cache, shards=3), log=lambda m: None)
+    build_collection(root, BuildOptions(progress=False, cache_dir=shard_cache, shards=3), log=lambda m: None)
     src = helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())
     assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "--quiet"]) == 0
-    col = Collection(root)
-    assert len(col.manifest.shards) == 3 and col.n_passages == Collection(unsharded).n_passages
+    col = open_collection(root)
+    assert len(col.manifest.shards) == 3 and col.n_passages == open_collection(unsharded).n_passages
     for name in ("bm25", "dhr"):
-        a = get_retriever(name, Collection(unsharded)).search(QUERIES[0], k=10)
+        a = get_retriever(name, open_collection(unsharded)).search(QUERIES[0], k=10)
         assert_same(a.hits, get_retriever(name, col).search(QUERIES[0], k=10).hits, f"after add: {name}")

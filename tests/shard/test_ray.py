@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from shard.compare import QUERIES, assert_same
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.retrieve import get_retriever
 from hiera.shard.collection import ShardedCollection
 
@@ -28,9 +28,9 @@ CASES = [(m, lv) for m in METHODS for lv in ("passage", "doc") if not (m == "bm2
 
 
 def test_ray_build_is_sharded_and_exact(unsharded: Path, ray3: Path) -> None:
-    col = Collection(ray3)
+    col = open_collection(ray3)
     assert isinstance(col, ShardedCollection) and len(col.manifest.shards) == 3
-    one = Collection(unsharded)
+    one = open_collection(unsharded)
     assert col.manifest.passages == one.manifest.passages and col.manifest.models == one.manifest.models
     for name, level in CASES:
         for q in QUERIES:

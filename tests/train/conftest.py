@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.train.pool import PassagePool
 
 
 @pytest.fixture(scope="session")
 def col(shared_root: Path) -> Collection:
-    return Collection(shared_root)
+    return open_collection(shared_root)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from questdata import quest_collection
 
+from hiera.builds import open_collection
 from hiera.cli import main
-from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.retrieve.sets import SetsRetriever
 from hiera.sets.classifier import THRESHOLDS_FILE, SetClassifier
@@ -57,7 +57,7 @@ def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_units_from_real_queries(quest: dict) -> None:
     from hiera.sets.queries import load_set_queries
 
-    col = Collection(quest["root"])
+    col = open_collection(quest["root"])
     units, stats = classifier_units(col, load_set_queries(quest["queries"]))
     assert stats["queries"] == 5 and stats["gold_titles_missing"] == 0
     # the parser's texts: "mathematicians born in the 19th century", not the annotation's "born in the 19th century"
@@ -99,7 +99,7 @@ def test_train_classifier_cli_then_tune_then_search(quest: dict, tmp_path: Path,
     assert rc == 0 and tuned["saved"] and (out / THRESHOLDS_FILE).exists() and 0 <= tuned["f1"] <= 1
     assert SetClassifier(out).thresholds.source == "tuned"
 
-    res = SetsRetriever(Collection(quest["root"]), classifier=str(out), candidates=5).search("German architects", k=5)
+    res = SetsRetriever(open_collection(quest["root"]), classifier=str(out), candidates=5).search("German architects", k=5)
     cl = next(s for s in res.trace if s.name == "classify").detail
     assert cl["classifier"] == "clf" and cl["thresholds_from"] == "tuned" and res.answer_set is not None
     assert main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "squad",

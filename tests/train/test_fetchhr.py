@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hiera.builds import open_collection
 from hiera.cli import main
-from hiera.collection import Collection
 from hiera.corpus.ingest import ingest
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.eval.questions import load_questions
@@ -36,7 +36,7 @@ def squad(data_dir: Path, tmp_path_factory) -> dict:
     root = tmp / "col"
     ingest([path], "squad", root, progress=False)
     build(root, BuildOptions(progress=False), log=lambda m: None)
-    col = Collection(root)
+    col = open_collection(root)
     qs = load_questions(path, "squad", limit=QUESTIONS, rules=col.store.rules)
     return {"root": root, "questions": qs, "file": path, "col": col}
 

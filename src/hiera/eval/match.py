@@ -17,22 +17,19 @@ that our numbers are comparable with published ones:
 Only the passage *text* is ever matched. DPR's default evaluation does not
 prepend the title, and neither do we: an answer that appears only in a
 passage's title (or section path) is not a hit. :func:`passage_has_answer`
-enforces this for :class:`~hiera.retrieve.protocol.Hit` objects.
+enforces this for :class:`~hiera.results.Hit` objects.
 
 One deliberate difference from DPR: an answer with no tokens (empty or only
 whitespace/control characters) never matches; DPR's loop matches it against
 every text, which would count a hit for every question holding such an answer.
 
-The reader metrics (:func:`exact_match`, :func:`f1`) follow the official
-SQuAD v1.1 evaluation script.
+The reader metrics (SQuAD v1.1's exact match and F1) live in
+:mod:`hiera.text`, beside the answer normalization the reader shares.
 """
 
 from __future__ import annotations
 
-import re
-import string
 import unicodedata
-from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
@@ -42,7 +39,7 @@ import regex
 from hiera.errors import BadInputError
 
 if TYPE_CHECKING:
-    from hiera.retrieve.protocol import Hit
+    from hiera.results import Hit
 
 MatchMode = Literal["string", "regex"]
 MATCH_MODES: tuple[str, ...] = ("string", "regex")
@@ -132,62 +129,12 @@ def hit_list(hits: Sequence[Hit], answers: Sequence[str], mode: MatchMode = "str
     return [passage_has_answer(h, answers, mode) for h in hits]
 
 
-# --- SQuAD v1.1 reader metrics -------------------------------------------------
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = frozenset(string.punctuation)
-
-
-def squad_normalize(s: str) -> str:
-    """Official SQuAD v1.1 ``normalize_answer``.
-
-    Lowercase, drop ASCII punctuation, drop the articles a/an/the, collapse
-    whitespace (in that order, as the script does).
-    """
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
-
-
-def _f1_one(prediction: str, truth: str) -> float:
-    pred = squad_normalize(prediction).split()
-    gold = squad_normalize(truth).split()
-    same = sum((Counter(pred) & Counter(gold)).values())
-    if same == 0:
-        return 0.0
-    precision = same / len(pred)
-    recall = same / len(gold)
-    return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, ground_truths: Sequence[str]) -> float:
-    """1.0 when the normalized prediction equals any normalized ground truth.
-
-    No ground truths gives 0.0 (the official script would crash on ``max([])``).
-    """
-    if isinstance(ground_truths, str):
-        ground_truths = [ground_truths]
-    p = squad_normalize(prediction)
-    return float(any(p == squad_normalize(t) for t in ground_truths))
-
-
-def f1(prediction: str, ground_truths: Sequence[str]) -> float:
-    """Best bag-of-tokens F1 over the ground truths (official SQuAD v1.1)."""
-    if isinstance(ground_truths, str):
-        ground_truths = [ground_truths]
-    return max((_f1_one(prediction, t) for t in ground_truths), default=0.0)
-
-
 __all__ = [
     "MATCH_MODES",
     "MatchMode",
-    "exact_match",
-    "f1",
     "has_answer",
     "hit_list",
     "normalize",
     "passage_has_answer",
-    "squad_normalize",
     "tokenize",
 ]

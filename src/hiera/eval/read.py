@@ -16,11 +16,11 @@ from typing import Any
 import regex
 from tqdm import tqdm
 
-from hiera.eval.match import exact_match, f1, squad_normalize
 from hiera.eval.metrics import latency_percentiles
 from hiera.eval.questions import Question
 from hiera.read.pipeline import title_line
-from hiera.retrieve.protocol import Hit, Results
+from hiera.results import Hit, Results
+from hiera.text import exact_match, f1, squad_normalize
 
 
 def score_answer(prediction: str, q: Question) -> tuple[float, float | None]:

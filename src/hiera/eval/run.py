@@ -19,8 +19,8 @@ from tqdm import tqdm
 from hiera.eval.match import hit_list
 from hiera.eval.metrics import distinct, doc_topk, latency_percentiles, ranking_metrics, topk_accuracy
 from hiera.eval.questions import Question
+from hiera.results import Results
 from hiera.retrieve import get_retriever
-from hiera.retrieve.protocol import Results
 
 
 @dataclass

@@ -27,13 +27,13 @@ from hiera.corpus.store import CorpusStore
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import Question
-from hiera.index.build import live_build_dir
 from hiera.index.manifest import write_tuned
+from hiera.index.publish import live_build_dir
 from hiera.index.select import topk
 from hiera.lock import writer_lock
 from hiera.retrieve.dhr import DhrRetriever
-from hiera.retrieve.docstage import HYBRID_DEPTH, STAGES
-from hiera.retrieve.fusion import mix
+from hiera.score.docstage import HYBRID_DEPTH, STAGES
+from hiera.score.fusion import mix
 from hiera.spec import DOC_ALPHA, LAM, PASSAGE_ALPHA, TOP_DOCS
 
 

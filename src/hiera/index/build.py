@@ -1,4 +1,4 @@
-"""Build a collection's indexes into a fresh directory, then swap it in.
+"""The local index writer: every index of a collection in one build directory.
 
 Passage order is the same for every index: documents in store row order, each
 document's passages in order. One offset table (``layout/doc_offsets.npy``)
@@ -10,14 +10,15 @@ model fingerprint, same store row id) are copied, not re-encoded; everything
 else goes through the encoder's on-disk cache. That is how ``hiera add``
 appends documents without re-encoding the old ones, and how an interrupted
 build resumes.
+
+The build directory is published by :mod:`hiera.index.publish`; the sharded
+writer (:mod:`hiera.shard.build`) shares this module's public pieces (the
+corpus in index order, the layout, the option checks, the manifest's
+carried defaults). :func:`hiera.builds.build_collection` picks the writer.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import shutil
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,19 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from hiera.corpus.store import CorpusStore
+from hiera.corpus.store import CorpusStore, DocRow
 from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder
-from hiera.errors import BadInputError, HieraError
+from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.dense import build_faiss, load_faiss, save_faiss, save_matrix
-from hiera.index.manifest import TUNED_SUFFIX, Manifest, read_tuned
-from hiera.io import fsync_dir
-from hiera.lock import writer_lock
+from hiera.index.dense import build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
+from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.publish import publish
 from hiera.spec import METHODS, method, resolve_doc_stage
 
-INDEX_LINK = "index"
-BUILDS = "builds"
 DOC_TEXTS = ("summary", "fulltext")
+
 
 def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) -> dict[str, dict]:
     """Per-method defaults checked by the registry; a document stage this build cannot serve is refused."""
@@ -90,11 +89,83 @@ class BuildOptions:
         return opts
 
 
-def live_build_dir(root: Path) -> Path | None:
-    link = root / INDEX_LINK
-    if not link.exists():
-        return None
-    return link.resolve()
+def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
+    """``opts`` with its defaults checked; what no writer can build is a one-line error."""
+    if opts.bm25_doc_text not in DOC_TEXTS:
+        raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
+    if not (opts.bm25 or opts.dense):
+        raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
+    opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
+    if store.stats()["passages"] == 0:
+        raise BadInputError(f"{store.root} has no passages to index; ingest documents first")
+    return opts
+
+
+@dataclass
+class Corpus:
+    """The corpus in index order: documents in store order, each one's passages in order."""
+
+    docs: list[DocRow]
+    doc_rows: np.ndarray  # store row id of every document position
+    passage_rows: np.ndarray  # store row id of every passage position
+    offsets: np.ndarray  # document i's passages are offsets[i]:offsets[i + 1]
+    passage_texts: list[str]  # titled passage texts: what BM25 indexes and the passage encoder reads
+    bm25_doc_texts: list[str]  # title + every passage (fulltext) or the summary, as the options say
+
+    @property
+    def summaries(self) -> list[str]:
+        return [d.summary for d in self.docs]
+
+
+def read_corpus(store: CorpusStore, fulltext: bool) -> Corpus:
+    docs = list(store.iter_docs())
+    doc_pos = {d.id: i for i, d in enumerate(docs)}
+    counts = np.zeros(len(docs), dtype=np.int64)
+    rows: list[int] = []
+    texts: list[str] = []
+    full: list[list[str]] = [[d.title] for d in docs] if fulltext else []
+    sep = store.title_sep
+    for rowid, p in store.iter_passages():
+        i = doc_pos[p.doc_id]
+        counts[i] += 1
+        rows.append(rowid)
+        texts.append(p.titled_text(sep))
+        if full:
+            full[i].append(p.text)
+    return Corpus(
+        docs=docs,
+        doc_rows=np.array([d.rowid for d in docs], dtype=np.int64),
+        passage_rows=np.array(rows, dtype=np.int64),
+        offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        passage_texts=texts,
+        bm25_doc_texts=["\n".join(f) for f in full] if full else [d.summary for d in docs],
+    )
+
+
+def write_layout(out: Path, corpus: Corpus) -> None:
+    """``layout/``: the passage and document order every index and every result shares."""
+    (out / "layout").mkdir()
+    np.save(out / "layout" / "passage_rows.npy", corpus.passage_rows)
+    np.save(out / "layout" / "doc_rows.npy", corpus.doc_rows)
+    np.save(out / "layout" / "doc_offsets.npy", corpus.offsets)
+
+
+def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previous: Manifest | None,
+                 previous_dir: Path | None) -> Manifest:
+    """The manifest a new build starts from: the previous build's defaults and tuned values carried over.
+
+    This build's ``--set`` wins; a method this hiera no longer has is dropped, not carried.
+    """
+    rules = store.rules
+    manifest = Manifest(corpus_version=store.version, documents=len(corpus.docs), passages=len(corpus.passage_rows),
+                        passage_rules=(rules.to_dict() if rules else {}))
+    carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
+    for table in (*carried, opts.defaults or {}):
+        for name, params in table.items():
+            if name in METHODS:
+                manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
+    check_defaults(manifest.defaults, opts.bm25, opts.dense)
+    return manifest
 
 
 def build(
@@ -103,128 +174,23 @@ def build(
     log: Callable[[str], None] = print,
     store: CorpusStore | None = None,
 ) -> Manifest:
-    """Build every requested index of the collection at ``root`` and swap it in.
+    """Build every requested index of the collection at ``root`` into one directory and publish it.
 
-    Holds the collection's writer lock (a second writer is refused at once).
-    A failure while writing (disk full, a file size limit) is a one-line
-    :class:`HieraError`; the live build is untouched.
-
-    ``store``: read the corpus through this store (``hiera add`` passes the
-    one whose ingest transaction is still open); the previous build is then
-    kept, for the caller to remove with :func:`remove_unused_builds` once it
-    has committed.
+    Holds the collection's writer lock; a failure while writing is a one-line
+    error and the live build is untouched (:func:`hiera.index.publish.publish`).
+    ``store``: read the corpus through this store (``hiera add``'s open ingest
+    transaction). Sharded options are refused: :func:`hiera.builds.build_collection`
+    sends those to :mod:`hiera.shard.build`.
     """
-    root = Path(root)
-    CorpusStore(root)  # a missing collection is refused before the lock file is created
-    with writer_lock(root, "hiera build"):
-        manifest = _build_locked(root, options or BuildOptions(), log, store or CorpusStore(root))
-        if store is None:
-            remove_unused_builds(root)
-        return manifest
+    opts = options or BuildOptions()
+    if opts.shards or opts.engine != "local":
+        raise BadInputError("a sharded build (--shards N, --engine ray) is written by hiera.shard.build; "
+                            "use hiera.builds.build_collection")
 
+    def write(out: Path, st: CorpusStore, previous_dir: Path | None, previous: Manifest | None) -> Manifest:
+        return _build_into(out, st, checked_options(opts, st), previous_dir, previous, log)
 
-def remove_unused_builds(root: Path) -> None:
-    """Every build but the live one, leftovers of killed builds and tuning files of removed builds.
-
-    Called under the writer lock, so no other build is being written.
-    """
-    builds = Path(root) / BUILDS
-    live = live_build_dir(Path(root))
-    if not builds.is_dir():
-        return
-    for p in builds.iterdir():
-        if p.is_dir() and (live is None or p.resolve() != live):
-            shutil.rmtree(p, ignore_errors=True)
-    for p in builds.glob(f"*{TUNED_SUFFIX}"):
-        if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir():
-            p.unlink(missing_ok=True)
-
-
-def _build_locked(root: Path, opts: BuildOptions, log: Callable[[str], None], store: CorpusStore) -> Manifest:
-    if opts.bm25_doc_text not in DOC_TEXTS:
-        raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
-    if not (opts.bm25 or opts.dense):
-        raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
-    opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
-    stats = store.stats()
-    if stats["passages"] == 0:
-        raise BadInputError(f"{root} has no passages to index; ingest documents first")
-
-    previous_dir = live_build_dir(root)
-    previous = _read_previous(previous_dir)
-    builds = root / BUILDS
-    builds.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-    name, n = stamp, 1
-    # Two builds in the same second by one process (a server, a script, `add`
-    # right after `build`) must not collide with the live build directory.
-    while (builds / name).exists() or (builds / (name + ".partial")).exists():
-        n += 1
-        name = f"{stamp}-{n}"
-    partial = builds / (name + ".partial")
-    partial.mkdir()
-    try:
-        if opts.shards or opts.engine != "local":
-            from hiera.shard.build import build_sharded_into
-
-            manifest = build_sharded_into(partial, store, opts, previous_dir, previous, log)
-        else:
-            manifest = _build_into(partial, store, opts, previous_dir, previous, log)
-        final = builds / name
-        os.replace(partial, final)
-        fsync_dir(builds)
-        _swap_link(root, final)
-        fsync_dir(root)
-    except BaseException as e:
-        shutil.rmtree(partial, ignore_errors=True)
-        if _is_write_failure(e):
-            raise HieraError(
-                f"cannot write the new index of {root}: {_reason(e)}; the previous index is untouched "
-                "(free some space and rerun `hiera build`)"
-            ) from None
-        raise
-    return manifest
-
-
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM})
-
-
-def _is_write_failure(e: BaseException) -> bool:
-    """Disk full, a file size limit, a read-only or failing disk — not a bug.
-
-    numpy and bm25s raise ``OSError``; the embedding cache raises SQLite's
-    ``OperationalError``; FAISS reports a failed ``fwrite`` as a ``RuntimeError``.
-    """
-    if isinstance(e, OSError):  # errno None: a short write ("1673 requested and 496 written", numpy's tofile)
-        return e.errno in _WRITE_ERRNOS or (e.errno is None and "written" in str(e))
-    text = str(e).lower()
-    if isinstance(e, sqlite3.OperationalError):
-        return any(w in text for w in ("disk", "full", "i/o", "readonly", "read-only"))
-    return isinstance(e, RuntimeError) and ("fwrite" in text or ("faiss" in text and "write" in text))
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError):
-        return f"{e.strerror or type(e).__name__} ({e.filename})" if e.filename else (e.strerror or str(e))
-    text = " ".join(str(e).split())
-    return text.splitlines()[0][:200] if text else type(e).__name__
-
-
-def _read_previous(previous_dir: Path | None) -> Manifest | None:
-    if previous_dir is None:
-        return None
-    try:
-        return Manifest.read(previous_dir)
-    except HieraError:
-        return None
-
-
-def _swap_link(root: Path, target: Path) -> None:
-    tmp = root / f".{INDEX_LINK}.{os.getpid()}.tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(os.path.relpath(target, root), tmp)
-    os.replace(tmp, root / INDEX_LINK)
+    return publish(root, write, store=store)
 
 
 def _build_into(
@@ -236,52 +202,20 @@ def _build_into(
     log: Callable[[str], None],
 ) -> Manifest:
     t0 = time.perf_counter()
-    docs = list(store.iter_docs())
-    doc_rows = np.array([d.rowid for d in docs], dtype=np.int64)
-    doc_pos = {d.id: i for i, d in enumerate(docs)}
-    passage_rows: list[int] = []
-    passage_texts: list[str] = []
-    counts = np.zeros(len(docs), dtype=np.int64)
-    fulltext: list[list[str]] = [[d.title] for d in docs] if opts.bm25_doc_text == "fulltext" else []
-    rules = store.rules
-    sep = store.title_sep
-    for rowid, p in store.iter_passages():
-        i = doc_pos[p.doc_id]
-        counts[i] += 1
-        passage_rows.append(rowid)
-        passage_texts.append(p.titled_text(sep))
-        if fulltext:
-            fulltext[i].append(p.text)
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    prow = np.array(passage_rows, dtype=np.int64)
-    (out / "layout").mkdir()
-    np.save(out / "layout" / "passage_rows.npy", prow)
-    np.save(out / "layout" / "doc_rows.npy", doc_rows)
-    np.save(out / "layout" / "doc_offsets.npy", offsets)
+    corpus = read_corpus(store, opts.bm25_doc_text == "fulltext")
+    write_layout(out, corpus)
+    docs, doc_rows, prow, offsets = corpus.docs, corpus.doc_rows, corpus.passage_rows, corpus.offsets
+    passage_texts = corpus.passage_texts
     log(f"layout: {len(docs)} documents, {len(prow)} passages ({time.perf_counter() - t0:.1f}s)")
-
-    manifest = Manifest(
-        corpus_version=store.version,
-        documents=len(docs),
-        passages=len(prow),
-        passage_rules=(rules.to_dict() if rules else {}),
-    )
-    # The previous build's defaults and tuned values carry over; this build's --set wins.
-    carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
-    for table in (*carried, opts.defaults or {}):
-        for name, params in table.items():
-            if name in METHODS:  # a method this hiera no longer has is dropped, not carried
-                manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
-    check_defaults(manifest.defaults, opts.bm25, opts.dense)
+    manifest = new_manifest(store, corpus, opts, previous, previous_dir)
 
     if opts.bm25:
         t = time.perf_counter()
         Bm25Index.build(passage_texts, opts.bm25_config).save(out / "bm25-passages")
-        doc_texts = ["\n".join(f) for f in fulltext] if fulltext else [d.summary for d in docs]
-        Bm25Index.build(doc_texts, opts.bm25_config).save(out / "bm25-docs")
+        Bm25Index.build(corpus.bm25_doc_texts, opts.bm25_config).save(out / "bm25-docs")
         manifest.bm25 = {**opts.bm25_config.to_dict(), "doc_text": opts.bm25_doc_text}
         log(f"bm25: passages and documents ({opts.bm25_doc_text}) in {time.perf_counter() - t:.1f}s")
-    del fulltext
+    corpus.bm25_doc_texts = []
 
     if opts.dense:
         t = time.perf_counter()
@@ -297,14 +231,15 @@ def _build_into(
         save_matrix(out / "dense" / "passages.f16.npy", pvecs)
         save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow, p_enc), out / "dense" / "passages.faiss")
         del passage_texts
+        corpus.passage_texts = []
         dvecs = _vectors(
-            d_enc, [d.summary for d in docs], doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
+            d_enc, corpus.summaries, doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
         )
         save_matrix(out / "dense" / "docs.f16.npy", dvecs)
         save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc), out / "dense" / "docs.faiss")
         # Passage-aggregate document vectors (issue 7): the normalized mean of a
         # document's passage vectors, free once passages are encoded.
-        mean = _mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
+        mean = mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
         save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
         save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
@@ -312,19 +247,6 @@ def _build_into(
         log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     manifest.write(out)
     return manifest
-
-
-def _mean_vectors(pvecs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Normalized per-document sum of passage vectors (zero for a document without passages)."""
-    counts = np.diff(offsets)
-    # reduceat sums each [start, next start) block; an empty block yields the
-    # row at its start instead of zero, so those are zeroed afterwards.
-    starts = offsets[:-1].clip(max=len(pvecs) - 1)
-    sums = np.add.reduceat(pvecs.astype(np.float32), starts, axis=0)
-    sums[counts == 0] = 0.0
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (sums / norms).astype(np.float32)
 
 
 def _vectors(

@@ -129,3 +129,16 @@ def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16, chunk_rows: i
 
 def load_matrix(path: Path, mmap: bool = True) -> np.ndarray:
     return np.load(path, mmap_mode="r" if mmap else None)
+
+
+def mean_vectors(pvecs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Normalized per-document sum of passage vectors (zero for a document without passages)."""
+    counts = np.diff(offsets)
+    # reduceat sums each [start, next start) block; an empty block yields the
+    # row at its start instead of zero, so those are zeroed afterwards.
+    starts = offsets[:-1].clip(max=len(pvecs) - 1)
+    sums = np.add.reduceat(pvecs.astype(np.float32), starts, axis=0)
+    sums[counts == 0] = 0.0
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (sums / norms).astype(np.float32)

@@ -27,12 +27,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hiera import __version__
-from hiera.errors import IndexMissingError, ManifestMismatchError
+from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.io import loads_json, write_json_atomic
 from hiera.schema import MANIFEST as MANIFEST_SCHEMA
 from hiera.schema import TUNED as TUNED_SCHEMA
 from hiera.schema import SchemaError, validate
+from hiera.version import __version__
 
 MANIFEST = "manifest.json"
 FORMAT = "hiera-index/2"  # 2: per-method defaults, tuned values beside the build
@@ -200,3 +200,59 @@ def write_tuned(build_dir: Path, method: str, params: dict[str, Any], meta: dict
     old_meta = json.loads(path.read_text(encoding="utf-8")).get("meta", {}) if path.exists() else {}
     write_json_atomic(path, {"build": build_dir.name, "params": current, "meta": {**old_meta, method: meta}})
     return path
+
+
+# -- sharded builds: where the shards are and how a shard is opened checked ------------------------------------
+# A sharded build (hiera.shard) keeps the collection-wide layout at its top and one directory per shard under
+# SHARDS_DIR, each a build of its own. Knowing that layout is the manifest's business: `hiera check` and the
+# collection loaders check shards with it, without importing hiera.shard.
+SHARDS_DIR = "shards"
+
+
+def shard_name(i: int) -> str:
+    return f"{i:03d}"
+
+
+def is_sharded(build_dir: Path | None) -> bool:
+    """Whether the build at ``build_dir`` is sharded (its manifest lists shards); False when unreadable.
+
+    Cheap on purpose (one small JSON read): :func:`hiera.builds.open_collection` asks it on every open.
+    """
+    if build_dir is None:
+        return False
+    try:
+        data = json.loads((build_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and bool(data.get("shards"))
+
+
+def shard_label(entry: dict[str, Any], build_dir: Path) -> str:
+    return f"shard {entry['name']} ({build_dir / SHARDS_DIR / entry['name']})"
+
+
+def open_shard_manifest(build_dir: Path, entry: dict[str, Any], corpus_version: int) -> Manifest:
+    """The shard's manifest, checked against the build's record of it; every refusal names the shard."""
+    label = shard_label(entry, build_dir)
+    shard_dir = build_dir / SHARDS_DIR / entry["name"]
+    path = shard_dir / MANIFEST
+    fix = "rebuild the collection with `hiera build`"
+    if not path.is_file():
+        raise IndexMissingError(f"{label} is missing (no {MANIFEST}); {fix}")
+    if file_sha256(path) != entry.get("manifest_sha256"):
+        raise ManifestMismatchError(f"{label} is stale: its manifest is not the one this build recorded; {fix}")
+    try:
+        m = Manifest.read(shard_dir)
+    except HieraError as e:
+        raise ManifestMismatchError(f"{label}: {e}") from None
+    if m.corpus_version != corpus_version:
+        raise ManifestMismatchError(
+            f"{label} is stale: built at corpus version {m.corpus_version}, the build at {corpus_version}; {fix}"
+        )
+    missing = [f for f in m.files if not (shard_dir / f).exists()]
+    if missing:
+        raise IndexMissingError(f"{label} is incomplete: missing {', '.join(missing[:5])}; {fix}")
+    changed = [f for f, size in m.files.items() if (shard_dir / f).stat().st_size != size]
+    if changed:
+        raise ManifestMismatchError(f"{label} is stale: files changed since the build ({', '.join(changed[:5])}); {fix}")
+    return m

@@ -43,3 +43,28 @@ def concat_ranges(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.n
         return np.zeros(0, dtype=np.int64)
     offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
     return np.arange(total, dtype=np.int64) + offs
+
+
+def ranks_of(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each score within its array (descending, stable)."""
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def docs_from_passages(
+    passage_doc: np.ndarray, positions: np.ndarray, scores: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max-passage document ranking from a passage ranking (best first).
+
+    Returns (doc positions, doc scores, best passage position per doc).
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    if len(positions) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+    docs = np.asarray(passage_doc[positions], dtype=np.int64)
+    # The input is best first, so a document's first occurrence is its best passage.
+    uniq, first = np.unique(docs, return_index=True)
+    first = np.sort(first)[:k]
+    return docs[first], np.asarray(scores, dtype=np.float32)[first], positions[first]

@@ -23,7 +23,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from hiera.link.decompose import Decomposition, RulesDecomposer
+from hiera.errors import BadInputError
+from hiera.link.decompose import Decomposer, Decomposition, get_decomposer
+from hiera.link.nlp import SpacyModel
 
 SETS, SENTENCES = 5, 3
 MAX_REPLY_BYTES = 1_000_000
@@ -73,15 +75,20 @@ class EndpointDecomposer:
 
     name = "endpoint"
 
-    def __init__(self, url: str, fallback: RulesDecomposer, timeout: float = 10.0, model: str = "default") -> None:
+    def __init__(self, url: str, fallback: Decomposer, timeout: float = 10.0, model: str = "default") -> None:
         if not url.startswith(("http://", "https://")):
-            from hiera.errors import BadInputError
-
             raise BadInputError(f"decomposer_url must be an http(s) URL, got {url!r}")
         self.url = chat_url(url)
         self.fallback = fallback
         self.timeout = timeout
         self.model = model
+
+    @classmethod
+    def create(cls, nlp: SpacyModel, url: str | None = None, timeout: float = 10.0) -> EndpointDecomposer:
+        """From the pipeline's settings; falls back to the rules decomposer over the same spaCy model."""
+        if not url:
+            raise BadInputError("decomposer=endpoint needs decomposer_url (an OpenAI-compatible chat-completions URL)")
+        return cls(url, fallback=get_decomposer("rules", nlp), timeout=timeout)
 
     def request_body(self, question: str) -> dict[str, Any]:
         return {
@@ -106,13 +113,13 @@ class EndpointDecomposer:
             raise EndpointError("the reply's message content is not text")
         return parse_sets(content)
 
-    def decompose(self, question: str) -> Decomposition:
+    def decompose(self, question: str, doc: Any = None) -> Decomposition:
         try:
             sets = self._call(question)
         except (TimeoutError, urllib.error.URLError, OSError, EndpointError) as e:
             reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", None) or e
             kind = "timed out" if isinstance(e, TimeoutError) or "timed out" in str(reason) else "failed"
-            d = self.fallback.decompose(question)
+            d = self.fallback.decompose(question, doc)
             d.warnings.append(f"decomposer endpoint {self.url} {kind} ({reason}); used the rules decomposer")
             return d
         return Decomposition("generated", sentences=sets, source="endpoint")

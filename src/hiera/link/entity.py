@@ -31,7 +31,7 @@ import numpy as np
 from hiera.link.mentions import Mention
 from hiera.link.normalize import normalize
 from hiera.link.titles import TitleIndex, TitleMatch
-from hiera.retrieve.fusion import by_max
+from hiera.score.fusion import by_max
 
 KIND_WEIGHT = {"entity": 1.0, "quoted": 1.0, "capitalized": 0.9, "noun-chunk": 0.6, "bridge": 1.0}
 NAME_LIKE = frozenset({"entity", "quoted", "capitalized", "bridge"})

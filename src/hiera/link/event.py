@@ -3,7 +3,7 @@
 The paper's EveLink links event mentions and whole sentences to Wikipedia
 pages; our equivalent matches the text against every document's summary
 (title + lead + table of contents) with two scorers fused by reciprocal
-rank (:func:`hiera.retrieve.fusion.rrf`): the document encoder's cosine
+rank (:func:`hiera.score.fusion.rrf`): the document encoder's cosine
 (the ``summary`` document stage's FAISS index) and BM25 over documents (the
 ``bm25`` stage). A build without a dense index links by BM25 alone. The top
 ``n`` documents are linked, each with its fused score divided by the best
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from hiera.index.select import topk
-from hiera.retrieve.docstage import STAGES
-from hiera.retrieve.fusion import Ranked, by_max, rrf
+from hiera.score.docstage import STAGES
+from hiera.score.fusion import Ranked, by_max, rrf
 
 DEPTH = 50  # documents each scorer contributes before fusion
 
@@ -51,7 +51,7 @@ class EventLinker:
         col = self.col
         depth = min(max(DEPTH, n), col.n_docs)
         lists = []
-        if col.manifest.bm25 is not None:
+        if "bm25" in col.built:
             pos, sc = STAGES["bm25"].top(col, text, {}, depth)
             lists.append(Ranked(np.asarray(pos, dtype=np.int64), np.asarray(sc, dtype=np.float32)))
         else:

@@ -1,7 +1,7 @@
 """The linking pipeline: question → mentions → entity, event and decomposition linking → the linked documents.
 
-One :class:`Linker` per collection (:func:`linker_for` keeps it on the
-collection object, so the ``linking`` retriever and DHR's ``linked``
+One :class:`Linker` per collection (:func:`linker_for` keeps it with the
+collection, :meth:`~hiera.collection.Collection.derived`, so the ``linking`` retriever and DHR's ``linked``
 document stage share one alias index and one spaCy model). For a question:
 
 1. **mentions** (:mod:`hiera.link.mentions`);
@@ -38,17 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from hiera.link.decompose import BRIDGE, Decomposer, Decomposition, RulesDecomposer, get_decomposer
+from hiera.collection import Collection
+from hiera.link.decompose import BRIDGE, Decomposer, Decomposition, get_decomposer
 from hiera.link.entity import Candidate, EntityLinker
 from hiera.link.event import EventHit, EventLinker
 from hiera.link.mentions import Mention, MentionDetector
 from hiera.link.nlp import SpacyModel
 from hiera.link.normalize import normalize
 from hiera.link.titles import TitleIndex
-from hiera.retrieve.fusion import Ranked, by_max, rrf
-from hiera.retrieve.protocol import TraceStep
+from hiera.results import TraceStep
+from hiera.score.fusion import Ranked, by_max, rrf
 
-_ATTR = "_hiera_linker"
+LINKER_KEY = "hiera.link.pipeline.Linker"
 EXPAND_FROM = 3  # entity-linked and event-linked documents whose names open the implicit bridge hop
 # a capitalized name, lower-case connectors allowed inside ("Governor of Arkansas", "Kiss and Tell")
 _NAME = re.compile(r"[A-Z][\w'’.\-]*(?:\s+(?:(?:of|the|and|de|for|in|on|&)\s+)*[A-Z][\w'’.\-]*)*")
@@ -210,10 +211,7 @@ class Linker:
         tm["event-linking"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        if isinstance(decomposer, RulesDecomposer):
-            res.decomposition = decomposer.decompose(question, doc)  # reuses the mention detector's parse
-        else:
-            res.decomposition = decomposer.decompose(question)
+        res.decomposition = decomposer.decompose(question, doc)  # the rules reuse the mention detector's parse
         tm["decomposition"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -304,7 +302,7 @@ class Linker:
     def fill_bridge(self, question: str, hop1: str, docs: list[int], answer_type: str) -> dict[str, Any] | None:
         """The bridge entity from the first hop's top passage (module docstring), with where it came from."""
         col = self.col
-        if not docs or col.manifest.bm25 is None:
+        if not docs or "bm25" not in col.built:
             return None
         from hiera.index.select import concat_ranges, topk
 
@@ -364,9 +362,6 @@ def _sub_names(run: str, longest: int = 6) -> list[str]:
     return out
 
 
-def linker_for(col: Any) -> Linker:
-    """The collection's one :class:`Linker`, created on first use and kept on the collection object."""
-    linker = getattr(col, _ATTR, None)
-    if linker is None:  # creating one is cheap (everything loads lazily): a race keeps the first
-        linker = col.__dict__.setdefault(_ATTR, Linker(col))
-    return linker
+def linker_for(col: Collection) -> Linker:
+    """The collection's one :class:`Linker`, made on first use and kept with it (:meth:`Collection.derived`)."""
+    return col.derived(LINKER_KEY, lambda: Linker(col))

@@ -39,7 +39,7 @@ import numpy as np
 from hiera.index.bm25 import Bm25Index
 from hiera.index.select import topk
 from hiera.link.normalize import base_name, normalize
-from hiera.retrieve.fusion import by_max
+from hiera.score.fusion import by_max
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class TitleIndex:
     @classmethod
     def from_collection(cls, col: Any) -> TitleIndex:
         """Every document title of ``col`` (index order), its stored redirects and wikilinks."""
-        titles = [d.title for d in col.store.iter_docs()]
+        titles = [d.title for d in col.iter_docs()]
         return cls(titles, col.store.iter_aliases(), col.store.iter_doc_links())
 
     def __len__(self) -> int:

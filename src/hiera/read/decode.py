@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hiera.eval.match import squad_normalize
+from hiera.text import squad_normalize
 
 NEG = -1e9
 

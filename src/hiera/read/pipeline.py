@@ -17,7 +17,7 @@ from typing import Any
 from hiera.errors import BadInputError
 from hiera.read.decode import Answer, Candidate
 from hiera.read.reader import Reader
-from hiera.retrieve.protocol import Hit, Results, TraceStep
+from hiera.results import Hit, Results, TraceStep
 
 
 @dataclass

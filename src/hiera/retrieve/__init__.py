@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiera.retrieve.protocol import Hit, Level, Results, Retriever, StageScore, TraceStep
-from hiera.spec import method, method_names
+from hiera.results import Hit, Results, StageScore, TraceStep
+from hiera.retrieve.protocol import Retriever
+from hiera.spec import Level, method, method_names
 
 RETRIEVERS = method_names()
 

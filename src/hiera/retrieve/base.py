@@ -10,14 +10,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
-from hiera.retrieve.protocol import Hit, Level, Results, StageScore, TraceStep, check_k, check_query
-from hiera.spec import MethodSpec, method
+from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_query
+from hiera.spec import Level, MethodSpec, method
+
+
+class Found(NamedTuple):
+    """What a set method's ``_search`` returns: its hits and the chosen set (document ids, best first).
+
+    A ranking method returns its hits alone; :attr:`Results.answer_set` is then ``None``.
+    """
+
+    hits: list[Hit]
+    answer_set: list[str] | None = None
 
 
 class BaseRetriever:
@@ -80,11 +90,10 @@ class BaseRetriever:
             trace: list[TraceStep] = []
             if ctx.get("encode_ms"):
                 trace.append(TraceStep("encode-query", {"batched": len(qs)}, ctx["encode_ms"]))
-            hits = self._search(q, k, lvl, p, trace, ctx)
-            # a set method leaves its chosen members in ctx["answer_set"] (None: a ranking, no set)
+            found = self._search(q, k, lvl, p, trace, ctx)
+            hits, answer_set = (found.hits, found.answer_set) if isinstance(found, Found) else (found, None)
             out.append(
-                Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace,
-                        answer_set=ctx.get("answer_set"))
+                Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace, answer_set=answer_set)
             )
         return out
 
@@ -102,7 +111,7 @@ class BaseRetriever:
 
     def _search(
         self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
-    ) -> list[Hit]:
+    ) -> list[Hit] | Found:
         raise NotImplementedError
 
     # -- hit assembly ---------------------------------------------------
@@ -156,28 +165,3 @@ class BaseRetriever:
                 hit.text = d.summary
             hits.append(hit)
         return hits
-
-
-def ranks_of(scores: np.ndarray) -> np.ndarray:
-    """1-based rank of each score within its array (descending, stable)."""
-    order = np.argsort(-scores, kind="stable")
-    ranks = np.empty(len(scores), dtype=np.int64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    return ranks
-
-
-def docs_from_passages(
-    passage_doc: np.ndarray, positions: np.ndarray, scores: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Max-passage document ranking from a passage ranking (best first).
-
-    Returns (doc positions, doc scores, best passage position per doc).
-    """
-    positions = np.asarray(positions, dtype=np.int64)
-    if len(positions) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-    docs = np.asarray(passage_doc[positions], dtype=np.int64)
-    # The input is best first, so a document's first occurrence is its best passage.
-    uniq, first = np.unique(docs, return_index=True)
-    first = np.sort(first)[:k]
-    return docs[first], np.asarray(scores, dtype=np.float32)[first], positions[first]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
-from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+from hiera.index.select import docs_from_passages, ranks_of
+from hiera.results import Hit, TraceStep, timed
+from hiera.retrieve.base import BaseRetriever
+from hiera.spec import Level
 
 
 class Bm25Retriever(BaseRetriever):

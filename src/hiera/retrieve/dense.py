@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from hiera.index.dense import faiss_search
-from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
-from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+from hiera.index.select import docs_from_passages, ranks_of
+from hiera.results import Hit, TraceStep, timed
+from hiera.retrieve.base import BaseRetriever
+from hiera.spec import Level
 
 
 class DenseRetriever(BaseRetriever):
@@ -19,7 +21,7 @@ class DenseRetriever(BaseRetriever):
 
     def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])
-        with timed(trace, "dense-passages", depth=depth, index=self.col.manifest.faiss.get("passage")):
+        with timed(trace, "dense-passages", depth=depth, index=self.col.faiss_types.get("passage")):
             ids, sc = faiss_search(self.col.passage_faiss, ctx["qp"], depth)
             keep = ids[0] >= 0
             pos, sc = ids[0][keep], sc[0][keep]

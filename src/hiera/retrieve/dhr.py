@@ -12,7 +12,7 @@ index are scored independently and fused with the same formula.
 query's best score so λ weighs comparable numbers.
 
 Parameters (``lam``, ``top_docs``, ``doc_stage``, ``doc_alpha``, ``depth``) are
-declared in :mod:`hiera.spec`; the fused score is :func:`hiera.retrieve.fusion.dhr_score`.
+declared in :mod:`hiera.spec`; the fused score is :func:`hiera.score.fusion.dhr_score`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hiera.index.dense import faiss_search
-from hiera.index.select import concat_ranges, topk
-from hiera.retrieve.base import BaseRetriever, ranks_of
-from hiera.retrieve.docstage import STAGES, stage
-from hiera.retrieve.fusion import by_max, dhr_score, mix
-from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
-from hiera.spec import resolve_doc_stage
+from hiera.index.select import concat_ranges, ranks_of, topk
+from hiera.results import Hit, TraceStep, timed
+from hiera.retrieve.base import BaseRetriever
+from hiera.score.docstage import STAGES, stage
+from hiera.score.fusion import by_max, dhr_score, mix
+from hiera.spec import Level, resolve_doc_stage
 
 
 class Candidates(NamedTuple):
@@ -59,7 +59,7 @@ class _Hierarchical(BaseRetriever):
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         out = super()._check_params(params)
         if "doc_stage" in out:  # "auto" → the best stage this build serves; a stage it cannot serve is refused
-            out["doc_stage"] = resolve_doc_stage(out["doc_stage"], self.col.manifest.bm25 is not None, self.col.has_dense)
+            out["doc_stage"] = resolve_doc_stage(out["doc_stage"], "bm25" in self.col.built, self.col.has_dense)
         return out
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ class DhrRetriever(_Hierarchical):
     def __init__(self, collection: Any, **defaults: Any) -> None:
         # the declared hybrid passage stage needs BM25: a dense-only build gets the paper's dense-only stage
         # (a passage_alpha set explicitly, here or in the build, is kept and checked as given)
-        if collection.manifest.bm25 is None and "passage_alpha" not in collection.method_defaults(self.name):
+        if "bm25" not in collection.built and "passage_alpha" not in collection.method_defaults(self.name):
             defaults = {"passage_alpha": 0.0, **defaults}
         super().__init__(collection, **defaults)
 

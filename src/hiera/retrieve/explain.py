@@ -1,6 +1,6 @@
 """A result's trace as an indented tree (``hiera search --explain``): what each step did, in order.
 
-Each :class:`~hiera.retrieve.protocol.TraceStep` is a branch with its time;
+Each :class:`~hiera.results.TraceStep` is a branch with its time;
 its detail nests below it. A mapping whose values are all scalars, or a
 list item that is one, prints on one line (``title: Ed Wood · score: 0.93``)
 so a linked title, a mention or a candidate reads as one line; anything
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiera.retrieve.protocol import Results
+from hiera.results import Results
 
 INDENT = "  "
 

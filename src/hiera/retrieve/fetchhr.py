@@ -38,8 +38,9 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.fetchhr.exclude import LayerFetch, fetch_new
 from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
+from hiera.results import Hit, StageScore, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
-from hiera.retrieve.protocol import Hit, Level, StageScore, TraceStep, timed
+from hiera.spec import Level
 
 
 class FetchHRRetriever(BaseRetriever):
@@ -60,7 +61,7 @@ class FetchHRRetriever(BaseRetriever):
             if path not in self._models:
                 enc = self.col.passage_encoder
                 m = FetchHRModel.mean_pooled(enc) if path is None else FetchHRModel.load(path, enc)
-                m.check_passages(self.col.manifest.models["passage"]["fingerprint"], str(self.col.root))
+                m.check_passages(self.col.models["passage"]["fingerprint"], str(self.col.root))
                 self._models[path] = m
             return self._models[path]
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: BM25 and dense passage rankings fused (:mod:`hiera.retrieve.fusion`).
+"""Hybrid retrieval: BM25 and dense passage rankings fused (:mod:`hiera.score.fusion`).
 
 ``fusion="rrf"``: reciprocal-rank fusion, robust and scale-free.
 ``fusion="interp"``: each list min-max normalized within its top ``depth``,
@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from hiera.index.select import topk
-from hiera.retrieve.base import BaseRetriever, docs_from_passages
-from hiera.retrieve.fusion import Ranked, interpolate, minmax, rrf
-from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+from hiera.index.select import docs_from_passages, topk
+from hiera.results import Hit, TraceStep, timed
+from hiera.retrieve.base import BaseRetriever
+from hiera.score.fusion import Ranked, interpolate, minmax, rrf
+from hiera.spec import Level
 
 
 class HybridRetriever(BaseRetriever):

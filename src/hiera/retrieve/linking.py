@@ -46,7 +46,7 @@ source that linked it), ``coarse-filter``, ``rerank`` and ``coverage``. ``hiera 
 --retriever linking --explain`` prints it as a tree.
 
 The same linked documents serve DHR as its ``linked`` document stage
-(:class:`hiera.retrieve.docstage.Linked`).
+(:class:`LinkedStage`, declared in :data:`hiera.spec.DOC_STAGES`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,29 @@ from typing import Any
 
 import numpy as np
 
-from hiera.index.select import concat_ranges, topk
+from hiera.collection import Collection
+from hiera.index.select import concat_ranges, docs_from_passages, ranks_of, topk
 from hiera.link.pipeline import LinkSettings, linker_for
-from hiera.retrieve.base import BaseRetriever, docs_from_passages, ranks_of
-from hiera.retrieve.fusion import by_max, mix
-from hiera.retrieve.protocol import Hit, Level, TraceStep, timed
+from hiera.results import Hit, TraceStep, timed
+from hiera.retrieve.base import BaseRetriever
+from hiera.score.docstage import DocStage
+from hiera.score.fusion import by_max, mix
+from hiera.spec import Level
+
+
+class LinkedStage(DocStage):
+    """DHR's ``linked`` document stage: the linking pipeline's documents (default settings), by fused score / best.
+
+    Only linked documents score (``all`` gives the others 0): DHR then ranks the
+    passages of the documents entity, event and decomposition linking chose.
+    """
+
+    name = "linked"
+    vectors = frozenset({"qd"})
+
+    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+        res = linker_for(col).link(query, qd=ctx.get("qd"))
+        return res.docs[:k], res.scores[:k]
 
 
 class LinkingRetriever(BaseRetriever):
@@ -68,8 +86,8 @@ class LinkingRetriever(BaseRetriever):
     name = "linking"
 
     def reranker(self, path: str | None) -> Any:
-        """The :class:`~hiera.rerank.Reranker` at ``path`` (loaded once per retriever), or None."""
-        from hiera.rerank import Reranker
+        """The :class:`~hiera.crossencoder.Reranker` at ``path`` (loaded once per retriever), or None."""
+        from hiera.crossencoder import Reranker
 
         return self._load_dir("reranker", path, Reranker, "train one with hiera train-reranker")
 
@@ -109,11 +127,11 @@ class LinkingRetriever(BaseRetriever):
                                               "(pass --set reranker=DIR from hiera train-reranker)"}))
             cols["final"] = cols["coarse"]
         else:
-            from hiera.rerank import hit_input
+            from hiera.crossencoder import hit_input
 
             with timed(trace, "rerank", model=reranker.name, threshold=reranker.threshold) as step:
                 base = self.passage_hits(cols["pos"], cols["coarse"])
-                sep = col.store.title_sep
+                sep = col.title_sep
                 probs = reranker.score(query, [hit_input(h, sep) for h in base])
                 mixed = reranker.combine(probs, cols["coarse"])
                 order = np.argsort(-mixed, kind="stable")

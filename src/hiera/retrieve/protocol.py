@@ -1,122 +1,16 @@
-"""The one interface every retrieval method implements, and its typed results.
+"""The one interface every retrieval method implements (Pyserini's searcher, as a protocol).
 
-Design notes (for what comes next, not built here):
-
-* Each :class:`Hit` carries per-stage scores and ranks (``stages``), so a
-  result can be explained (document stage, passage stage, BM25, rerank …).
-* :class:`Results` carries a ``trace``: an ordered list of :class:`TraceStep`
-  that multi-step pipelines (entity linking + query decomposition, several
-  sub-queries, rerank stages) fill with what each step did. Single-stage
-  retrievers record their stages there too, with timings.
-* Layer-wise query encoders (FetchHR) issue several query vectors per question:
-  a retriever built on them returns one :class:`Results` whose trace has one
-  step per layer and whose hits say which step found them (``stages``).
-* Set-valued answers (QUEST) are :class:`Results` at ``level="doc"`` whose
-  ``answer_set`` holds the chosen document ids; each hit keeps its evidence
-  passages in ``evidence``.
+The result types it returns live in :mod:`hiera.results`, below every
+package that produces or consumes them.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from hiera.errors import BadInputError
-from hiera.spec import MAX_K, MAX_QUERY_CHARS, Level
-
-
-@dataclass(frozen=True)
-class StageScore:
-    """A hit's score and 1-based rank in one stage of a pipeline."""
-
-    score: float
-    rank: int
-
-
-@dataclass
-class Hit:
-    """One ranked result with its provenance.
-
-    For ``level="doc"`` results ``passage_id`` is the best passage that supports
-    the document when the method knows one, else ``None``. A set method
-    (``sets``) fills ``support`` for each member: constraint -> the sentence
-    that supports it (``evidence`` lists those sentences' passage ids).
-    """
-
-    rank: int
-    score: float
-    doc_id: str
-    title: str
-    passage_id: str | None = None
-    section_path: tuple[str, ...] = ()
-    text: str = ""
-    stages: dict[str, StageScore] = field(default_factory=dict)
-    evidence: list[str] = field(default_factory=list)
-    # set queries: for each constraint a member satisfies, the sentence of the document that best supports it
-    support: dict[str, str] = field(default_factory=dict)
-
-    def breadcrumb(self) -> str:
-        return " › ".join((self.title, *self.section_path))
-
-    def reason(self) -> str:
-        """One line saying why this hit ranks where it does."""
-        parts = [f"{name} {s.score:.3f} (#{s.rank})" for name, s in self.stages.items()]
-        return "; ".join(parts) if parts else f"score {self.score:.3f}"
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["section_path"] = list(self.section_path)
-        d["breadcrumb"] = self.breadcrumb()
-        d["reason"] = self.reason()
-        return d
-
-
-@dataclass
-class TraceStep:
-    """What one step of a pipeline did: its name, input, output size, time."""
-
-    name: str
-    detail: dict[str, Any] = field(default_factory=dict)
-    ms: float = 0.0
-
-
-@dataclass
-class Results:
-    """The ranked hits for one query plus the trace that produced them."""
-
-    query: str
-    level: Level
-    hits: list[Hit]
-    retriever: str
-    params: dict[str, Any] = field(default_factory=dict)
-    trace: list[TraceStep] = field(default_factory=list)
-    answer_set: list[str] | None = None
-
-    def __iter__(self) -> Iterator[Hit]:
-        return iter(self.hits)
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-    def __getitem__(self, i: int) -> Hit:
-        return self.hits[i]
-
-    def timings(self) -> dict[str, float]:
-        return {s.name: s.ms for s in self.trace}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "level": self.level,
-            "retriever": self.retriever,
-            "params": self.params,
-            "hits": [h.to_dict() for h in self.hits],
-            "trace": [asdict(s) for s in self.trace],
-            "answer_set": self.answer_set,
-        }
+from hiera.results import Results
+from hiera.spec import Level
 
 
 @runtime_checkable
@@ -135,32 +29,3 @@ class Retriever(Protocol):
     def batch_search(
         self, queries: Sequence[str], k: int = 10, level: Level | None = None, **params: Any
     ) -> list[Results]: ...
-
-
-def check_query(query: str) -> str:
-    """Reject what no retriever can answer, with a clear message."""
-    if not isinstance(query, str) or not query.strip():
-        raise BadInputError("the query is empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise BadInputError(f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
-    return query.strip()
-
-
-def check_k(k: int, limit: int = MAX_K) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-        raise BadInputError(f"k must be a positive integer, got {k!r}")
-    if k > limit:
-        raise BadInputError(f"k={k} is larger than the limit {limit}")
-    return k
-
-
-@contextmanager
-def timed(trace: list[TraceStep], name: str, **detail: Any) -> Iterator[TraceStep]:
-    """Append a :class:`TraceStep` whose ``ms`` covers the ``with`` body."""
-    step = TraceStep(name=name, detail=dict(detail))
-    t0 = time.perf_counter()
-    try:
-        yield step
-    finally:
-        step.ms = (time.perf_counter() - t0) * 1000.0
-        trace.append(step)

@@ -53,14 +53,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from hiera import __version__
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.corpus.tree import Document, Passage, Section
 from hiera.errors import HieraError
-from hiera.index.build import live_build_dir
+from hiera.index.publish import live_build_dir
 from hiera.retrieve import get_retriever
 from hiera.retrieve.protocol import Retriever
 from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, READERS, Param, all_params, reader_spec
+from hiera.version import __version__
 
 log = logging.getLogger("hiera.serve")
 
@@ -205,7 +206,7 @@ class Service:
 
     def __init__(
         self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16",
-        opener: Callable[..., Collection] = Collection, reader: Path | None = None,
+        opener: Callable[..., Collection] = open_collection, reader: Path | None = None,
     ) -> None:
         """``opener(root, vectors=…)`` opens the collection (Ray Serve's router passes one whose shards are remote).
 
@@ -223,7 +224,7 @@ class Service:
         self.reranker = None
         self.rerank_depth = rerank_depth
         if reranker is not None:
-            from hiera.rerank import MAX_DEPTH, Reranker
+            from hiera.crossencoder import MAX_DEPTH, Reranker
 
             if not 1 <= rerank_depth <= MAX_DEPTH:
                 raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
@@ -293,7 +294,7 @@ class Service:
         if rerank:
             if self.reranker is None:
                 raise HieraError("this server was started without a reranker (hiera serve DIR --rerank MODEL)")
-            from hiera.rerank import RerankRetriever
+            from hiera.retrieve.rerank import RerankRetriever
 
             return RerankRetriever(self.retriever(name), self.reranker, depth=self.rerank_depth)
         if name in self.retrievers:
@@ -504,7 +505,7 @@ def create_app(
     search_timeout: float = SEARCH_TIMEOUT_S,
     max_body: int = MAX_BODY_BYTES,
     max_pending: int = MAX_PENDING_SEARCHES,
-    opener: Callable[..., Collection] = Collection,
+    opener: Callable[..., Collection] = open_collection,
     reader: Path | None = None,
 ) -> FastAPI:
     """The API for the collection at ``root``.

@@ -6,13 +6,19 @@
 * :mod:`hiera.sets.parser` — natural query -> expression tree (rule-based,
   behind the swappable :class:`~hiera.sets.parser.SetParser` protocol);
 * :mod:`hiera.sets.queries` — QUEST-format query files in, QUEST-format
-  prediction files out;
-* :mod:`hiera.sets.metrics` — QUEST's official metrics over those files
-  (computed by :mod:`hiera.eval.metrics`), overall and per template;
+  prediction files out, gold titles mapped to document ids;
 * :mod:`hiera.sets.lexical` — lexical evidence: how much of a constraint a
   document's lead sentence states, and the sentence that supports a member;
-* :mod:`hiera.sets.cli` — ``hiera sets parse``.
+* :mod:`hiera.sets.classifier` — the (constraint, document) classifier at
+  inference and its tuned thresholds;
+* :mod:`hiera.sets.plan` — the planner: parse, candidates and probabilities
+  of a query, before thresholds (what the ``sets`` method and ``hiera sets
+  tune`` share);
+* :mod:`hiera.sets.tune` — the threshold search.
 
-Nothing here imports a model; spaCy is used by the parser only when asked
-for and installed.
+The ``sets`` method itself is :mod:`hiera.retrieve.sets`; QUEST's official
+metrics and ``hiera eval --format quest`` are in :mod:`hiera.eval` (``quest``,
+``sets``); the commands in :mod:`hiera.cli.sets`. Nothing here imports a
+model at import time; spaCy is used by the parser only when asked for and
+installed.
 """

@@ -121,7 +121,7 @@ class SetClassifier:
     """
 
     def __init__(self, path: str | Path, *, batch_size: int = 64, cache_size: int = 2_000_000) -> None:
-        from hiera.rerank import Reranker
+        from hiera.crossencoder import Reranker
 
         self.model = Reranker(path, batch_size=batch_size)
         self.path = self.model.path

@@ -277,3 +277,19 @@ __all__ = [
     "read_predictions",
     "write_predictions",
 ]
+
+
+MISSING_PREFIX = "title:"
+
+
+def gold_ids(store: Any, q: SetQuery) -> tuple[set[str], int]:
+    """The gold titles of ``q`` as document ids (a title the store lacks stays as ``title:…``), and how many it lacks."""
+    out, missing = set(), 0
+    for t in q.docs:
+        d = store.resolve_title(t)
+        if d is None:
+            missing += 1
+            out.add(MISSING_PREFIX + t)
+        else:
+            out.add(d)
+    return out, missing

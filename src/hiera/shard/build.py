@@ -1,10 +1,12 @@
 """``hiera build --shards N [--engine ray]``: one index per contiguous document range.
 
-Called by :func:`hiera.index.build.build` inside its fresh ``.partial``
-directory and under the writer lock, so publishing is unchanged: every shard
-and the top manifest are written and fsynced first, then the ``index`` symlink
-is swapped. A build killed half-way leaves the old index live and a
-``.partial`` directory the next build removes.
+Published like a local build (:func:`hiera.index.publish.publish`: a fresh
+``.partial`` directory under the writer lock): every shard and the top
+manifest are written and fsynced first, then the ``index`` symlink is
+swapped. A build killed half-way leaves the old index live and a
+``.partial`` directory the next build removes. The corpus reading, the
+layout, the option checks and the carried defaults are the local writer's
+(:mod:`hiera.index.build`), so the two cannot drift apart.
 
 Steps (each shard's work is one task of the engine):
 
@@ -34,15 +36,29 @@ from hiera.corpus.store import CorpusStore
 from hiera.encode import Encoder
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config
-from hiera.index.build import BuildOptions, _mean_vectors, check_defaults
-from hiera.index.dense import build_faiss, save_faiss, save_matrix
-from hiera.index.manifest import MANIFEST, Manifest, file_sha256, read_tuned
+from hiera.index.build import BuildOptions, Corpus, checked_options, new_manifest, read_corpus, write_layout
+from hiera.index.dense import build_faiss, mean_vectors, save_faiss, save_matrix
+from hiera.index.manifest import MANIFEST, SHARDS_DIR, Manifest, file_sha256, shard_name
+from hiera.index.publish import publish
 from hiera.shard.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.shard.engine import make_engine
-from hiera.shard.layout import SHARDS_DIR, plan_ranges, shard_name
-from hiera.spec import METHODS
+from hiera.shard.layout import plan_ranges
 
 EXACT_FACTORY = "Flat"
+
+
+def build_sharded(
+    root: str | Path,
+    options: BuildOptions,
+    log: Callable[[str], None] = print,
+    store: CorpusStore | None = None,
+) -> Manifest:
+    """Build the collection at ``root`` as ``options.shards`` shards and publish it (writer lock, atomic swap)."""
+
+    def write(out: Path, st: CorpusStore, previous_dir: Path | None, previous: Manifest | None) -> Manifest:
+        return build_sharded_into(out, st, checked_options(options, st), previous_dir, previous, log)
+
+    return publish(root, write, store=store)
 
 
 def build_sharded_into(
@@ -62,25 +78,12 @@ def build_sharded_into(
             "merging per-shard approximate indexes would not return what one index returns"
         )
     t0 = time.perf_counter()
-    corpus = _read_corpus(store, opts.bm25_doc_text == "fulltext")
-    (out / "layout").mkdir()
-    np.save(out / "layout" / "passage_rows.npy", corpus["passage_rows"])
-    np.save(out / "layout" / "doc_rows.npy", corpus["doc_rows"])
-    np.save(out / "layout" / "doc_offsets.npy", corpus["offsets"])
-    offsets = corpus["offsets"]
-    ranges = plan_ranges(offsets, opts.shards)
-    log(f"layout: {len(corpus['doc_rows'])} documents, {len(corpus['passage_rows'])} passages, "
+    corpus = read_corpus(store, opts.bm25_doc_text == "fulltext")
+    write_layout(out, corpus)
+    ranges = plan_ranges(corpus.offsets, opts.shards)
+    log(f"layout: {len(corpus.doc_rows)} documents, {len(corpus.passage_rows)} passages, "
         f"{len(ranges)} shards ({time.perf_counter() - t0:.1f}s)")
-
-    rules = store.rules
-    manifest = Manifest(corpus_version=store.version, documents=len(corpus["doc_rows"]),
-                        passages=len(corpus["passage_rows"]), passage_rules=(rules.to_dict() if rules else {}))
-    carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
-    for table in (*carried, opts.defaults or {}):
-        for name, params in table.items():
-            if name in METHODS:
-                manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
-    check_defaults(manifest.defaults, opts.bm25, opts.dense)
+    manifest = new_manifest(store, corpus, opts, previous, previous_dir)
 
     engine = make_engine(opts.engine, address=opts.ray_address, workers=opts.workers, batch_size=opts.batch_size,
                          cache_dir=opts.cache_dir, progress=opts.progress)
@@ -94,38 +97,11 @@ def build_sharded_into(
     return manifest
 
 
-def _read_corpus(store: CorpusStore, fulltext: bool) -> dict[str, Any]:
-    """The corpus in index order: documents in store order, each one's passages in order (as index/build.py)."""
-    docs = list(store.iter_docs())
-    doc_pos = {d.id: i for i, d in enumerate(docs)}
-    counts = np.zeros(len(docs), dtype=np.int64)
-    rows: list[int] = []
-    texts: list[str] = []
-    full: list[list[str]] = [[d.title] for d in docs] if fulltext else []
-    sep = store.title_sep
-    for rowid, p in store.iter_passages():
-        i = doc_pos[p.doc_id]
-        counts[i] += 1
-        rows.append(rowid)
-        texts.append(p.titled_text(sep))
-        if full:
-            full[i].append(p.text)
-    summaries = [d.summary for d in docs]
-    return {
-        "doc_rows": np.array([d.rowid for d in docs], dtype=np.int64),
-        "passage_rows": np.array(rows, dtype=np.int64),
-        "offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-        "passage_texts": texts,
-        "bm25_doc_texts": ["\n".join(f) for f in full] if full else summaries,
-        "summaries": summaries,
-    }
-
-
 def _build_shards(
-    out: Path, corpus: dict[str, Any], ranges: list[tuple[int, int]], opts: BuildOptions, engine: Any,
+    out: Path, corpus: Corpus, ranges: list[tuple[int, int]], opts: BuildOptions, engine: Any,
     manifest: Manifest, log: Callable[[str], None],
 ) -> list[dict[str, Any]]:
-    offsets = corpus["offsets"]
+    offsets = corpus.offsets
     spans = [(a, b, int(offsets[a]), int(offsets[b])) for a, b in ranges]
     cfg = opts.bm25_config.to_dict()
     n = len(spans)
@@ -135,7 +111,7 @@ def _build_shards(
         t = time.perf_counter()
         handles = engine.run(
             analyze_shard,
-            [(corpus["passage_texts"][pa:pb], corpus["bm25_doc_texts"][da:db], cfg) for da, db, pa, pb in spans],
+            [(corpus.passage_texts[pa:pb], corpus.bm25_doc_texts[da:db], cfg) for da, db, pa, pb in spans],
             num_returns=4,
         )
         tokens = [(h[0], h[1]) for h in handles]
@@ -147,17 +123,18 @@ def _build_shards(
         log(f"bm25: corpus-wide statistics over {n} shards in {time.perf_counter() - t:.1f}s")
     pvecs = dvecs = None
     if opts.dense:
+        summaries = corpus.summaries
         t = time.perf_counter()
         p_info = Encoder(opts.passage_encoder, use_cache=False, backend=opts.backend).info
         same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
         d_info = p_info if same else Encoder(opts.doc_encoder, use_cache=False, backend=opts.backend).info
         if same:  # one pass: one set of model loads (Ray actors) for passages and summaries
-            both = engine.encode(opts.passage_encoder, corpus["passage_texts"] + corpus["summaries"], "encode",
+            both = engine.encode(opts.passage_encoder, corpus.passage_texts + summaries, "encode",
                                  opts.backend)
-            pvecs, dvecs = both[: len(corpus["passage_texts"])], both[len(corpus["passage_texts"]) :]
+            pvecs, dvecs = both[: len(corpus.passage_texts)], both[len(corpus.passage_texts) :]
         else:
-            pvecs = engine.encode(opts.passage_encoder, corpus["passage_texts"], "encode passages", opts.backend)
-            dvecs = engine.encode(opts.doc_encoder, corpus["summaries"], "encode documents", opts.backend)
+            pvecs = engine.encode(opts.passage_encoder, corpus.passage_texts, "encode passages", opts.backend)
+            dvecs = engine.encode(opts.doc_encoder, summaries, "encode documents", opts.backend)
         manifest.models = {"passage": p_info.to_dict(), "doc": d_info.to_dict()}
         manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
         log(f"dense: {len(pvecs)} passages, {len(dvecs)} documents encoded ({engine.name}) "
@@ -211,7 +188,7 @@ def build_shard(
         save_faiss(build_faiss(pvecs, meta["faiss"]["passage"]), out / "dense" / "passages.faiss")
         save_matrix(out / "dense" / "docs.f16.npy", dvecs)
         save_faiss(build_faiss(dvecs, meta["faiss"]["doc"]), out / "dense" / "docs.faiss")
-        mean = _mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
+        mean = mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
         save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
         save_faiss(build_faiss(mean, meta["faiss"]["doc"]), out / "dense" / "docs-mean.faiss")
         m.models, m.faiss = meta["models"], meta["faiss"]

@@ -1,4 +1,4 @@
-"""A collection whose indexes are spread over shards, searched by the unchanged retrievers.
+"""A :class:`~hiera.collection.Collection` whose indexes are spread over shards, searched by the unchanged retrievers.
 
 Retrievers read a collection through a handful of index objects: a BM25 index
 (``search``, ``scores``), FAISS indexes (``search``, ``ntotal``) and vector
@@ -15,7 +15,11 @@ shard and merges:
 Everything above these objects — document stages, DHR's gather and fusion,
 normalization by the query's best score, RRF — runs once, on the merged
 values, in :mod:`hiera.retrieve`, so it sees exactly what it sees on one
-index. Layout arrays (the global order) and the corpus store stay local.
+index. Layout arrays (the global order), the corpus store and the encoders
+are the build's own: :class:`ShardedCollection` holds a
+:class:`~hiera.collection.BuildView` of the top-level build, as a
+:class:`~hiera.collection.LocalCollection` does, and holds its shards
+(:class:`~hiera.shard.shard.Shard`) behind a fan-out; it subclasses neither.
 
 Methods whose exactness on shards is proved by the tests are listed in
 :data:`EXACT_METHODS`; any other registry method is refused with one line.
@@ -33,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.collection import Collection
+from hiera.collection import BuildView, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.shard.fanout import FanOut, LocalFanOut
 from hiera.shard.merge import merge_faiss, merge_topk
@@ -154,18 +158,29 @@ class ScoreCache:
         return scores[i]
 
 
-class ShardedCollection(Collection):
-    """:class:`Collection` over a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve)."""
+@on_view
+class ShardedCollection:
+    """The :class:`~hiera.collection.Collection` of a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve).
 
-    def __init__(self, root: str | Path, *, fanout: FanOut | None = None, **kwargs: Any) -> None:
-        super().__init__(root, **kwargs)
-        self.search_device = "faiss"  # each shard searches its own FAISS indexes, wherever it runs
-        self.shards = list(self.manifest.shards)
+    ``options`` open the build view (``doc_encoder``, ``passage_encoder``,
+    ``mmap``, ``cache_dir``, ``vectors``, ``backend``); ``device`` is accepted
+    for the common signature, but each shard searches its own FAISS indexes
+    wherever it runs (:attr:`search_device` is ``faiss``).
+    """
+
+    def __init__(self, root: str | Path, *, fanout: FanOut | None = None, device: str = "auto",
+                 **options: Any) -> None:
+        self.view = BuildView(root, **options)
+        self.search_device = "faiss"
+        self.shards = list(self.view.manifest.shards)
+        if not self.shards:
+            raise ManifestMismatchError(f"the live build of {self.view.root} is not sharded")
         self.doc_starts = [int(e["docs"][0]) for e in self.shards]
         self.passage_starts = [int(e["passages"][0]) for e in self.shards]
         self._check_ranges()
         if fanout is None:
-            local = [Shard(self.build_dir, e, self.manifest.corpus_version, mmap=self.mmap, vectors=self.vectors)
+            v = self.view
+            local = [Shard(v.build_dir, e, v.manifest.corpus_version, mmap=v.mmap, vectors=v.vectors)
                      for e in self.shards]
             fanout = LocalFanOut(local)
             # a server reopens the collection after every rebuild: the old one's threads go with it
@@ -176,14 +191,15 @@ class ShardedCollection(Collection):
 
     def _check_ranges(self) -> None:
         """The shards tile the documents and passages, in order (else the manifest is damaged)."""
+        v = self.view
         d = [(int(e["docs"][0]), int(e["docs"][1])) for e in self.shards]
         p = [(int(e["passages"][0]), int(e["passages"][1])) for e in self.shards]
-        for (ranges, total, what) in ((d, self.n_docs, "documents"), (p, self.n_passages, "passages")):
+        for (ranges, total, what) in ((d, v.n_docs, "documents"), (p, v.n_passages, "passages")):
             ends = [0] + [b for _, b in ranges]
             if [a for a, _ in ranges] != ends[:-1] or ends[-1] != total:
                 raise ManifestMismatchError(
-                    f"the shards of {self.build_dir} do not cover its {total} {what} in order; rebuild with "
-                    f"`hiera build {self.root}`"
+                    f"the shards of {v.build_dir} do not cover its {total} {what} in order; rebuild with "
+                    f"`hiera build {v.root}`"
                 )
 
     def check_method(self, name: str) -> None:
@@ -194,59 +210,61 @@ class ShardedCollection(Collection):
             )
 
     def _dim(self, level: str) -> int:
-        return int(self.manifest.models[level]["dim"])
+        return int(self.view.manifest.models[level]["dim"])
 
     @property
     def _vector_dtype(self) -> Any:
-        return np.float16 if self.vectors == "float16" else np.float32
+        return np.float16 if self.view.vectors == "float16" else np.float32
+
+    def _bm25(self, kind: str, starts: list[int], size: int) -> ShardedBm25:
+        self.view.need("BM25", self.view.manifest.bm25 is not None)
+        return ShardedBm25(self.fanout, kind, starts, size)
+
+    def _faiss(self, kind: str, starts: list[int], total: int, level: str) -> ShardedFaiss:
+        self.view.need("dense", self.view.has_dense)
+        return ShardedFaiss(self.fanout, kind, starts, total, self._dim(level))
+
+    def _matrix(self, kind: str, starts: list[int], total: int, level: str) -> ShardedMatrix:
+        self.view.need("dense", self.view.has_dense)
+        return ShardedMatrix(self.fanout, kind, starts, total, self._dim(level), self._vector_dtype)
 
     @cached_property
-    def bm25_passages(self) -> ShardedBm25:  # type: ignore[override]
-        self._need("BM25", self.manifest.bm25 is not None)
-        return ShardedBm25(self.fanout, "passages", self.passage_starts, self.n_passages)
+    def bm25_passages(self) -> ShardedBm25:
+        return self._bm25("passages", self.passage_starts, self.view.n_passages)
 
     @cached_property
-    def bm25_docs(self) -> ShardedBm25:  # type: ignore[override]
-        self._need("BM25", self.manifest.bm25 is not None)
-        return ShardedBm25(self.fanout, "docs", self.doc_starts, self.n_docs)
+    def bm25_docs(self) -> ShardedBm25:
+        return self._bm25("docs", self.doc_starts, self.view.n_docs)
 
     @cached_property
     def passage_faiss(self) -> ShardedFaiss:
-        self._need("dense", self.has_dense)
-        return ShardedFaiss(self.fanout, "passages", self.passage_starts, self.n_passages, self._dim("passage"))
+        return self._faiss("passages", self.passage_starts, self.view.n_passages, "passage")
 
     @cached_property
     def doc_faiss(self) -> ShardedFaiss:
-        self._need("dense", self.has_dense)
-        return ShardedFaiss(self.fanout, "docs", self.doc_starts, self.n_docs, self._dim("doc"))
+        return self._faiss("docs", self.doc_starts, self.view.n_docs, "doc")
 
     @cached_property
     def doc_mean_faiss(self) -> ShardedFaiss:
-        self._need("dense", self.has_dense)
-        return ShardedFaiss(self.fanout, "docs-mean", self.doc_starts, self.n_docs, self._dim("passage"))
+        return self._faiss("docs-mean", self.doc_starts, self.view.n_docs, "passage")
 
     @cached_property
-    def passage_vectors(self) -> ShardedMatrix:  # type: ignore[override]
-        self._need("dense", self.has_dense)
-        return ShardedMatrix(self.fanout, "passages", self.passage_starts, self.n_passages, self._dim("passage"),
-                             self._vector_dtype)
+    def passage_vectors(self) -> ShardedMatrix:
+        return self._matrix("passages", self.passage_starts, self.view.n_passages, "passage")
 
     @cached_property
-    def doc_vectors(self) -> ShardedMatrix:  # type: ignore[override]
-        self._need("dense", self.has_dense)
-        return ShardedMatrix(self.fanout, "docs", self.doc_starts, self.n_docs, self._dim("doc"), self._vector_dtype)
+    def doc_vectors(self) -> ShardedMatrix:
+        return self._matrix("docs", self.doc_starts, self.view.n_docs, "doc")
 
     @cached_property
-    def doc_mean_vectors(self) -> ShardedMatrix:  # type: ignore[override]
-        self._need("dense", self.has_dense)
-        return ShardedMatrix(self.fanout, "docs-mean", self.doc_starts, self.n_docs, self._dim("passage"),
-                             self._vector_dtype)
+    def doc_mean_vectors(self) -> ShardedMatrix:
+        return self._matrix("docs-mean", self.doc_starts, self.view.n_docs, "passage")
 
     def passage_lists(
         self, query: str, qp: np.ndarray, depth: int
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """Both lists in one call per shard; the shards also score their candidates' passages ahead (for DHR)."""
-        self._need("dense", self.has_dense)
+        self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
         parts = self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n)
         bm25 = merge_topk([p[0] for p in parts], self.passage_starts, depth)
@@ -259,13 +277,13 @@ class ShardedCollection(Collection):
     def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
         ahead = self._scores_ahead.get(qp, positions)
-        return ahead if ahead is not None else super().passage_scores(positions, qp)
+        return ahead if ahead is not None else score_rows(self.passage_vectors, positions, qp)
 
     def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
         ahead = self._bm25_ahead.get(query, positions)
-        return ahead if ahead is not None else super().passage_bm25_scores(positions, query)
+        return ahead if ahead is not None else self.bm25_passages.scores(query)[positions]
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)
-        super().warmup()
+        self.view.warmup()

@@ -1,4 +1,4 @@
-"""Where a sharded build keeps its shards, and how documents are split into them.
+"""How documents are split into shards (where a sharded build keeps them: :mod:`hiera.index.manifest`).
 
 A sharded build directory holds the collection-wide layout (``layout/``: the
 global passage and document order every result is reported in) and one
@@ -16,34 +16,11 @@ the range start are global positions.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
 from hiera.errors import BadInputError
-from hiera.index.manifest import MANIFEST
 
-SHARDS_DIR = "shards"
 MAX_SHARDS = 1024
-
-
-def shard_name(i: int) -> str:
-    return f"{i:03d}"
-
-
-def is_sharded(build_dir: Path | None) -> bool:
-    """Whether the build at ``build_dir`` is sharded (its manifest lists shards); False when unreadable.
-
-    Cheap on purpose (one small JSON read): :class:`hiera.collection.Collection` asks it on every open.
-    """
-    if build_dir is None:
-        return False
-    try:
-        data = json.loads((build_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and bool(data.get("shards"))
 
 
 def plan_ranges(doc_offsets: np.ndarray, n_shards: int) -> list[tuple[int, int]]:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from hiera.errors import HieraError, IndexMissingError
-from hiera.index.build import live_build_dir
 from hiera.index.manifest import Manifest
+from hiera.index.publish import live_build_dir
 from hiera.models import passive_threads
 from hiera.shard.shard import Shard
 

@@ -21,47 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
+from hiera.errors import IndexMissingError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
-from hiera.index.manifest import MANIFEST, Manifest, file_sha256
+from hiera.index.manifest import SHARDS_DIR, open_shard_manifest, shard_label
 from hiera.index.select import concat_ranges, topk
-from hiera.shard.layout import SHARDS_DIR
 
 BM25_KINDS = {"passages": "bm25-passages", "docs": "bm25-docs"}
 FAISS_KINDS = {"passages": "passages.faiss", "docs": "docs.faiss", "docs-mean": "docs-mean.faiss"}
 MATRIX_KINDS = {"passages": "passages.f16.npy", "docs": "docs.f16.npy", "docs-mean": "docs-mean.f16.npy"}
-
-
-def shard_label(entry: dict[str, Any], build_dir: Path) -> str:
-    return f"shard {entry['name']} ({build_dir / SHARDS_DIR / entry['name']})"
-
-
-def open_shard_manifest(build_dir: Path, entry: dict[str, Any], corpus_version: int) -> Manifest:
-    """The shard's manifest, checked against the build's record of it; every refusal names the shard."""
-    label = shard_label(entry, build_dir)
-    shard_dir = build_dir / SHARDS_DIR / entry["name"]
-    path = shard_dir / MANIFEST
-    fix = "rebuild the collection with `hiera build`"
-    if not path.is_file():
-        raise IndexMissingError(f"{label} is missing (no {MANIFEST}); {fix}")
-    if file_sha256(path) != entry.get("manifest_sha256"):
-        raise ManifestMismatchError(f"{label} is stale: its manifest is not the one this build recorded; {fix}")
-    try:
-        m = Manifest.read(shard_dir)
-    except HieraError as e:
-        raise ManifestMismatchError(f"{label}: {e}") from None
-    if m.corpus_version != corpus_version:
-        raise ManifestMismatchError(
-            f"{label} is stale: built at corpus version {m.corpus_version}, the build at {corpus_version}; {fix}"
-        )
-    missing = [f for f in m.files if not (shard_dir / f).exists()]
-    if missing:
-        raise IndexMissingError(f"{label} is incomplete: missing {', '.join(missing[:5])}; {fix}")
-    changed = [f for f, size in m.files.items() if (shard_dir / f).stat().st_size != size]
-    if changed:
-        raise ManifestMismatchError(f"{label} is stale: files changed since the build ({', '.join(changed[:5])}); {fix}")
-    return m
 
 
 class Shard:

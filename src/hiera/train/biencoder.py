@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
@@ -171,7 +171,7 @@ def train_biencoder(
     require_training_libs()
     kinds = check_kinds(args.level, args.negatives)  # type: ignore[arg-type]
     out = Path(out)
-    col = Collection(index)
+    col = open_collection(index)
     t0 = time.perf_counter()
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)

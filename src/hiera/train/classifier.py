@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
 from hiera.models import offline
@@ -339,7 +340,7 @@ def train_classifier(
     if args.max_examples is not None and args.max_examples < len(qs):
         keep = sorted(random.Random(args.seed).sample(range(len(qs)), args.max_examples))
         qs = [qs[i] for i in keep]
-    col = Collection(index)
+    col = open_collection(index)
     parser = get_parser("rules") if args.atom_text == "parsed" else None
     labels, stats = classifier_units(col, qs, args.units, args.atom_text, parser, args.or_positives)
     if not any(lab.positives for lab in labels.values()):

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
 from hiera.encode import Encoder
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
@@ -206,7 +206,7 @@ def train_fetchhr(
     args.check()
     out = Path(out)
     t0 = time.perf_counter()
-    col = Collection(index)
+    col = open_collection(index)
     if "passage" not in col.manifest.models:
         raise HieraError(f"{col.root} has no dense passage index; FetchHR's heads target its passage vectors")
     passage_fp = col.manifest.models["passage"]["fingerprint"]

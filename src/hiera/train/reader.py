@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
@@ -187,7 +188,7 @@ def train_reader(
     datasets.disable_progress_bars()
     t0 = time.perf_counter()
     out = Path(out)
-    col = Collection(index)
+    col = open_collection(index)
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)
     base = resolve_model_path(args.base_model)

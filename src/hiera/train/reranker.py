@@ -5,7 +5,7 @@ QUEST's recipe: one output logit trained with binary cross-entropy on
 equal numbers. The probability threshold is then chosen on held-out
 questions to maximize F1 of "relevant", so the same model can act as the
 relevance classifier of set queries; it is saved next to the weights in
-``hiera-reranker.json`` and :class:`hiera.rerank.Reranker` reads it.
+``hiera-reranker.json`` and :class:`hiera.crossencoder.Reranker` reads it.
 
 Passages are given to the model as the indexes give them to the passage
 encoder: titled text (document title and section path, newline, text).
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.encode import resolve_model_path
 from hiera.errors import BadInputError, HieraError
@@ -178,11 +179,11 @@ def calibrate_weight(
 
     Each question's top ``depth`` passages by ``method`` (the retriever the
     negatives came from) are scored once; every weight of :data:`WEIGHT_GRID`
-    then reorders them with :meth:`hiera.rerank.Reranker.combine`. Ties go to
+    then reorders them with :meth:`hiera.crossencoder.Reranker.combine`. Ties go to
     the larger weight (more of the cross-encoder).
     """
+    from hiera.crossencoder import Reranker, hit_input
     from hiera.eval.match import hit_list
-    from hiera.rerank import Reranker, hit_input
     from hiera.retrieve import get_retriever
 
     reranker = Reranker(model_dir)
@@ -225,7 +226,7 @@ def recalibrate_reranker(
     if not meta_path.is_file():
         raise BadInputError(f"--calibrate-only: {out} has no {META_FILE} (train it with hiera train-reranker first)")
     _, dev = split_questions(questions, args, dev_questions)
-    fit = calibrate_weight(Collection(index), out, dev, args.negatives_from, log=log)
+    fit = calibrate_weight(open_collection(index), out, dev, args.negatives_from, log=log)
     meta = {**loads_json(meta_path.read_text(encoding="utf-8")), **fit}
     write_json_atomic(meta_path, meta)
     return meta
@@ -244,7 +245,7 @@ def train_reranker(
     offline()
     require_training_libs()
     t0 = time.perf_counter()
-    col = Collection(index)
+    col = open_collection(index)
     pool = PassagePool.from_collection(col)
     qs, dev_questions = split_questions(questions, args, dev_questions)
     train_pairs, train_labels = reranker_pairs(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hiera.errors import BadInputError, BadRecordError
-from hiera.sets.metrics import quest_scores, score_files
+from hiera.eval.quest import quest_scores, score_files
 from hiera.sets.queries import Prediction, load_set_queries, write_predictions
 
 GOLD = [

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from hiera.cli.sets import cmd_sets, cmd_sets_parse, register
 from hiera.errors import BadInputError
-from hiera.sets.cli import cmd_sets, cmd_sets_parse, register
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+
+from hiera.cli.common import AddCommand
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.read.pipeline import answer
     from hiera.read.reader import Reader
     from hiera.retrieve import get_retriever
@@ -23,10 +24,11 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
     search_params, read_params = parse_reader_assignments(args.set, [args.retriever])
     reader = Reader(args.reader)  # the reader first: a wrong directory fails before the indexes load
-    col = Collection(args.index)
+    col = open_collection(args.index)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
-        from hiera.rerank import Reranker, RerankRetriever
+        from hiera.crossencoder import Reranker
+        from hiera.retrieve.rerank import RerankRetriever
 
         retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=max(args.rerank_depth, args.k))
     sep = col.store.title_sep
@@ -59,9 +61,8 @@ def _highlight(text: str, start: int, end: int, width: int = 110) -> str:
     return f"{pre}[[{text[start:end]}]]{post}"
 
 
-def register(add: Any) -> None:
-    from hiera.cli import add_set_option
-    from hiera.spec import MAX_K, method_names
+def register(add: AddCommand) -> None:
+    from hiera.spec import MAX_K, add_set_option, method_names
 
     sp = add("answer", cmd_answer, "retrieve passages and read answers from them (a trained reader)")
     sp.add_argument("index")

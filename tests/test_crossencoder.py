@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from helpers import tiny_questions
 
-from hiera.collection import Collection
+from hiera.builds import open_collection
+from hiera.crossencoder import Reranker, hit_input
 from hiera.errors import BadInputError, HieraError
-from hiera.rerank import Reranker, RerankRetriever, hit_input
 from hiera.retrieve import get_retriever
+from hiera.retrieve.rerank import RerankRetriever
 from hiera.train.args import RerankerArgs
 from hiera.train.reranker import train_reranker
 
@@ -31,7 +32,7 @@ def reranker(shared_root, tmp_path_factory) -> Reranker:
 
 @pytest.mark.parametrize("name", ["bm25", "dhr", "hybrid"])
 def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(shared_root, reranker, name):
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     base = get_retriever(name, col)
     alone = copy.copy(reranker)
     alone.weight = 1.0  # the cross-encoder alone
@@ -58,7 +59,7 @@ def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(shared_root, re
 
 @pytest.mark.parametrize("weight", [0.0, 0.4])
 def test_the_weight_mixes_the_cross_encoder_with_the_base_score(shared_root, reranker, weight):
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     base = get_retriever("hybrid", col)
     mixed = copy.copy(reranker)
     mixed.weight = weight
@@ -79,7 +80,7 @@ def test_the_weight_mixes_the_cross_encoder_with_the_base_score(shared_root, rer
 
 
 def test_rerank_k_smaller_than_depth_and_doc_level(shared_root, reranker):
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     rr = RerankRetriever(get_retriever("dhr", col), reranker, depth=4)
     assert len(rr.search("Roman legions", k=2)) == 2
     docs = rr.search("Roman legions", k=3, level="doc")
@@ -89,7 +90,7 @@ def test_rerank_k_smaller_than_depth_and_doc_level(shared_root, reranker):
 
 
 def test_bad_input(shared_root, reranker, tmp_path):
-    col = Collection(shared_root)
+    col = open_collection(shared_root)
     with pytest.raises(BadInputError, match="rerank-depth"):
         RerankRetriever(get_retriever("bm25", col), reranker, depth=0)
     rr = RerankRetriever(get_retriever("bm25", col), reranker)

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hiera.cli import add_set_option
+from hiera.cli.common import AddCommand
 from hiera.errors import BadInputError
 from hiera.io import write_json_atomic
+from hiera.spec import add_set_option
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -29,7 +30,7 @@ def _log(msg: str) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
     from hiera.retrieve import get_retriever
@@ -55,12 +56,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from hiera.read.reader import Reader
 
         reader = Reader(args.reader, **read_params)  # a bad directory fails before any retrieval
-    col = Collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
+    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
     log = _log if not args.quiet else (lambda m: None)
     reranker = None
     if args.rerank:
-        from hiera.rerank import Reranker, RerankRetriever
+        from hiera.crossencoder import Reranker
+        from hiera.retrieve.rerank import RerankRetriever
 
         reranker = Reranker(args.rerank)
     runs = {}
@@ -98,15 +100,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dict[str, Any]]) -> int:
     """``--format quest``: QUEST's set metrics (avg P/R/F1 of the predicted sets, Recall@K, MRecall@K, per template)."""
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.metrics import QUEST_KS
+    from hiera.eval.sets import evaluate_sets, markdown_table
     from hiera.retrieve import get_retriever
-    from hiera.sets.evaluate import evaluate_sets, markdown_table
     from hiera.sets.queries import load_set_queries
 
     if args.rerank:
         raise BadInputError("--rerank does not apply to --format quest (the sets method classifies its candidates)")
-    col = Collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
+    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     log = _log if not args.quiet else (lambda m: None)
     runs = {}
@@ -160,7 +162,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.tune import save_tuned, tune_dhr, tune_doc_alpha
     from hiera.spec import PASSAGE_ALPHA, TOP_DOCS, parse_assignments
@@ -175,7 +177,7 @@ def _tune(args: argparse.Namespace) -> int:
     top_docs = [TOP_DOCS.parse(v) for g in args.grid for v in g.split("=", 1)[1].split(",") if v.strip()] or TOP_DOCS.grid
     if args.target_k <= 0:
         raise BadInputError(f"--target-k must be a positive integer, got {args.target_k}")
-    col = Collection(args.index)
+    col = open_collection(args.index)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
     from hiera.retrieve.dhr import DhrRetriever
 
@@ -202,7 +204,7 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(add: Any) -> None:
+def register(add: AddCommand) -> None:
     from hiera.backends import BACKENDS
     from hiera.eval.questions import QUESTION_FORMATS
     from hiera.index.exact import DEVICES

@@ -34,15 +34,18 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     the documents the linking pipeline (:mod:`hiera.link.pipeline`) links to
     the question: entity, event and decomposition linking, RRF-fused and
     divided by the best. Only linked documents score; with ``dhr`` this is
-    "DHR over the linked documents".
+    "DHR over the linked documents". Its class is
+    :class:`hiera.retrieve.linking.LinkedStage`: this module (which the link
+    package itself uses for event linking) never imports the pipeline.
 
 All scores are "higher is better" and, after the stated normalization, lie
 in [-1, 1], so ``passage score + λ · document score`` stays meaningful.
 
-Each stage is one :class:`DocStage` subclass; its name and the index kinds it
-needs are declared in :data:`hiera.spec.DOC_STAGE_NEEDS` (so a build can refuse
-a stage its indexes cannot serve without importing retrievers). Combining
-lists goes through :mod:`hiera.retrieve.fusion`.
+Each stage is one :class:`DocStage` subclass; its name, its class
+(``module:Class``) and the index kinds it needs are declared in
+:data:`hiera.spec.DOC_STAGES` (so a build can refuse a stage its indexes cannot
+serve without importing scorers, and :func:`stage` imports a stage's class only
+when it is asked for). Combining lists goes through :mod:`hiera.score.fusion`.
 """
 
 from __future__ import annotations
@@ -54,10 +57,10 @@ import numpy as np
 from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.index.dense import faiss_search
-from hiera.index.select import topk
-from hiera.retrieve.base import docs_from_passages
-from hiera.retrieve.fusion import Ranked, align, by_max, mix, rrf
+from hiera.index.select import docs_from_passages, topk
+from hiera.score.fusion import Ranked, align, by_max, mix, rrf
 from hiera.spec import DOC_ALPHA, DOC_STAGE_NEEDS
+from hiera.spec import DOC_STAGES as DOC_STAGE_SPECS
 
 HYBRID_ALPHA = DOC_ALPHA.default
 # Passages each hybrid-max component looks at: enough to cover top_docs documents,
@@ -203,31 +206,18 @@ class Fused(DocStage):
         return a.ids[idx], by_max(sc)
 
 
-class Linked(DocStage):
-    """The linking pipeline's documents (hiera.link.pipeline, default settings), by fused linking score / best.
-
-    Only linked documents score (``all`` gives the others 0): DHR then ranks the
-    passages of the documents entity, event and decomposition linking chose.
-    """
-
-    name = "linked"
-    vectors = frozenset({"qd"})
-
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        from hiera.link.pipeline import linker_for  # the pipeline imports this module's stages
-
-        res = linker_for(col).link(query, qd=ctx.get("qd"))
-        return res.docs[:k], res.scores[:k]
-
-
+# The stages defined here, one shared (stateless) instance each; ``linked`` lives with the linking retriever.
 STAGES: dict[str, DocStage] = {
-    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused(), Linked())
+    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused())
 }
-DOC_STAGES = tuple(STAGES)
+DOC_STAGES = tuple(DOC_STAGE_SPECS)
 
 
 def stage(name: str) -> DocStage:
-    try:
+    """The stage called ``name``, its class imported through the registry (:data:`hiera.spec.DOC_STAGES`)."""
+    if name in STAGES:
         return STAGES[name]
-    except KeyError:
-        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(STAGES)}") from None
+    spec = DOC_STAGE_SPECS.get(name)
+    if spec is None:
+        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_SPECS)}")
+    return spec.load()()

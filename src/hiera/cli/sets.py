@@ -22,6 +22,7 @@ import argparse
 import json
 from collections.abc import Callable
 
+from hiera.cli.common import AddCommand
 from hiera.errors import BadInputError
 
 
@@ -47,11 +48,10 @@ def cmd_sets_tune(args: argparse.Namespace) -> int:
     """Pick the classifier's thresholds for avg F1 on validation queries; save them beside it unless ``--dry-run``."""
     import sys
 
-    from hiera.collection import Collection
+    from hiera.builds import open_collection
     from hiera.retrieve.sets import SetsRetriever
     from hiera.sets.classifier import write_thresholds
-    from hiera.sets.evaluate import gold_ids
-    from hiera.sets.queries import load_set_queries
+    from hiera.sets.queries import gold_ids, load_set_queries
     from hiera.sets.tune import LEXICAL_GRID, thresholds_from, tune_blend
     from hiera.spec import parse_assignments
 
@@ -61,7 +61,7 @@ def cmd_sets_tune(args: argparse.Namespace) -> int:
     params.pop("threshold", None)
     fixed = params.pop("lexical_weight", None)
     params["classifier"] = args.classifier
-    col = Collection(args.index)
+    col = open_collection(args.index)
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     r = SetsRetriever(col, **params)
     if not args.quiet:
@@ -91,7 +91,7 @@ def cmd_sets(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+def register(add: AddCommand) -> None:
     from hiera.sets.parser import PARSERS
 
     sp = add("sets", cmd_sets, "set queries (QUEST): parse a query into intersections, unions and differences")
@@ -111,7 +111,7 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(handler=cmd_sets)
 
-    from hiera.cli import add_set_option
+    from hiera.spec import add_set_option
 
     t = sub.add_parser(
         "tune",

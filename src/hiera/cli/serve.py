@@ -18,8 +18,9 @@ import ipaddress
 import logging
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
+
+from hiera.cli.common import AddCommand
 
 log = logging.getLogger("hiera.serve")
 
@@ -95,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+def register(add: AddCommand) -> None:
     from hiera.serve.api import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
 
     sp = add("serve", cmd_serve, "serve a collection over HTTP: JSON search API and a web page")

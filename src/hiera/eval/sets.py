@@ -2,7 +2,7 @@
 
 Gold sets are entity titles; a collection's documents have ids (the ``ovos``
 reader's are slugs of titles), so each gold title is mapped to a document id
-through the store (:func:`gold_ids`: titles and redirect aliases, exact
+through the store (:func:`hiera.sets.queries.gold_ids`: titles and redirect aliases, exact
 match). A title the collection lacks stays in the gold set as ``title:…`` —
 it can never be retrieved and counts against recall, as a missing document
 would in QUEST's own scripts; ``gold_titles_missing`` counts them.
@@ -10,7 +10,7 @@ would in QUEST's own scripts; ``gold_titles_missing`` counts them.
 The predicted **set** of a query is the retriever's ``answer_set`` when it
 gives one (``sets``), else its first ``set_k`` documents (the paper's top-K
 baselines); Recall@K and MRecall@K read the ranked hits (``max(ks)`` of them).
-Metrics: :func:`hiera.sets.metrics.quest_scores`, overall and per template.
+Metrics: :func:`hiera.eval.quest.quest_scores`, overall and per template.
 Predictions can be written in QUEST's format (titles), one file for the sets
 (what ``run_eval.py`` reads) and one for the rankings (``analyze_retriever.py``).
 """
@@ -26,24 +26,9 @@ from tqdm import tqdm
 
 from hiera.errors import BadInputError
 from hiera.eval.metrics import QUEST_KS, distinct
-from hiera.sets.metrics import quest_scores
-from hiera.sets.queries import Prediction, SetQuery, write_predictions
+from hiera.eval.quest import quest_scores
+from hiera.sets.queries import Prediction, SetQuery, gold_ids, write_predictions
 from hiera.spec import MAX_K
-
-MISSING_PREFIX = "title:"
-
-
-def gold_ids(store: Any, q: SetQuery) -> tuple[set[str], int]:
-    """The gold titles of ``q`` as document ids (a title the store lacks stays as ``title:…``), and how many it lacks."""
-    out, missing = set(), 0
-    for t in q.docs:
-        d = store.resolve_title(t)
-        if d is None:
-            missing += 1
-            out.add(MISSING_PREFIX + t)
-        else:
-            out.add(d)
-    return out, missing
 
 
 @dataclass
@@ -142,4 +127,4 @@ def markdown_table(runs: dict[str, SetRun], ks: Sequence[int] = QUEST_KS) -> str
     return "\n".join(lines)
 
 
-__all__ = ["MISSING_PREFIX", "SetRun", "evaluate_sets", "gold_ids", "markdown_table"]
+__all__ = ["SetRun", "evaluate_sets", "markdown_table"]

@@ -1,21 +1,16 @@
 """``hiera train`` (dual encoders), ``hiera train-reranker`` and ``hiera train-classifier`` (cross-encoders),
-``hiera train-reader`` (the extractive reader)."""
+``hiera train-reader`` (the extractive reader) and ``hiera train-fetchhr`` (FetchHR's per-layer heads)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
 
+from hiera.cli.common import AddCommand, log_unless
 from hiera.errors import BadInputError
 
 
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr)
-
-
-def _questions(args: argparse.Namespace, path: str | None = None, fmt: str | None = None) -> list:
+def questions_of(args: argparse.Namespace, path: str | None = None, fmt: str | None = None) -> list:
     from hiera.corpus.store import CorpusStore
     from hiera.eval.questions import load_questions
 
@@ -43,10 +38,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         iter2_init=args.iter2_init,
         iter2_questions=args.iter2_questions,
         max_seq_length=args.max_seq_length,
-        **_common_fields(args),
+        **common_fields(args),
     )
     report = train_biencoder(
-        args.index, _questions(args), args.out, targs, log=_log if not args.quiet else (lambda m: None)
+        args.index, questions_of(args), args.out, targs, log=log_unless(args.quiet)
     )
     print(
         json.dumps(
@@ -62,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common_fields(args: argparse.Namespace) -> dict:
+def common_fields(args: argparse.Namespace) -> dict:
     """The options every trainer takes (the run's model, budget, seed, checkpoints), as the dataclasses name them."""
     return {
         "base_model": args.base_model,
@@ -80,7 +75,7 @@ def _common_fields(args: argparse.Namespace) -> dict:
 
 def _run_fields(args: argparse.Namespace) -> dict:
     """The options the cross-encoder and reader trainers share: the common ones and ``max_length``."""
-    return {**_common_fields(args), "max_length": args.max_length}
+    return {**common_fields(args), "max_length": args.max_length}
 
 
 def _cross_encoder_fields(args: argparse.Namespace) -> dict:
@@ -97,21 +92,21 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         negatives_from=args.negatives_from,
         **_cross_encoder_fields(args),
     )
-    dev = _questions(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
+    dev = questions_of(args, args.dev_questions, args.dev_format or args.format) if args.dev_questions else None
     if args.calibrate_only:
         from hiera.train.reranker import recalibrate_reranker
 
-        meta = recalibrate_reranker(args.index, _questions(args), args.out, rargs, dev_questions=dev,
-                                    log=_log if not args.quiet else (lambda m: None))
+        meta = recalibrate_reranker(args.index, questions_of(args), args.out, rargs, dev_questions=dev,
+                                    log=log_unless(args.quiet))
         print(json.dumps({"model": args.out, "weight": meta["weight"], "weight_fit": meta["weight_fit"]}, indent=2))
         return 0
     report = train_reranker(
         args.index,
-        _questions(args),
+        questions_of(args),
         args.out,
         rargs,
         dev_questions=dev,
-        log=_log if not args.quiet else (lambda m: None),
+        log=log_unless(args.quiet),
     )
     print(
         json.dumps(
@@ -146,7 +141,7 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     dev = load_set_queries(args.dev_questions, require_docs=True) if args.dev_questions else None
     report = train_classifier(
-        args.index, queries, args.out, cargs, dev_queries=dev, log=_log if not args.quiet else (lambda m: None)
+        args.index, queries, args.out, cargs, dev_queries=dev, log=log_unless(args.quiet)
     )
     print(
         json.dumps(
@@ -171,7 +166,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     rargs = ReaderArgs(
         negatives=args.negatives, stride=args.stride, freeze_embeddings=not args.train_embeddings, **_run_fields(args)
     )
-    report = train_reader(args.index, _questions(args), args.out, rargs, log=_log if not args.quiet else (lambda m: None))
+    report = train_reader(args.index, questions_of(args), args.out, rargs, log=log_unless(args.quiet))
     print(json.dumps({"model": args.out, "examples": report["examples"], "train": report["train"],
                       "seconds_total": report["seconds_total"], "peak_rss_mb": report["peak_rss_mb"]}, indent=2))
     return 0
@@ -199,7 +194,23 @@ def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
 
 
-def register(add: Any) -> None:
+def cmd_train_fetchhr(args: argparse.Namespace) -> int:
+    from hiera.train.fetchhr import FetchHRArgs, train_fetchhr
+
+    fargs = FetchHRArgs(
+        layers=args.layers,
+        warmup_ratio=args.warmup_ratio,
+        hard_negatives=args.hard_negatives,
+        dropout=args.dropout,
+        **common_fields(args),
+    )
+    report = train_fetchhr(args.index, questions_of(args), args.out, fargs, log=log_unless(args.quiet))
+    print(json.dumps({k: report[k] for k in ("layers", "steps", "loss_first", "loss_last", "train_seconds",
+                                              "stopped_by_budget", "peak_rss_mb")} | {"model": args.out}, indent=2))
+    return 0
+
+
+def register(add: AddCommand) -> None:
     from hiera.eval.questions import QUESTION_FORMATS
     from hiera.train.negatives import DOC_KINDS, PASSAGE_KINDS
 
@@ -273,9 +284,15 @@ def register(add: Any) -> None:
                     "(default: hold out --dev-fraction of the constraints)")
     sp.add_argument("--dev-fraction", type=float, default=0.1)
 
-    from hiera.train.fetchhr_cli import register as register_fetchhr
-
-    register_fetchhr(add, _common, fmts)
+    sp = add("train-fetchhr", cmd_train_fetchhr,
+             "train FetchHR's per-layer retrieval heads over a frozen query encoder and passage index")
+    _common(sp, fmts)
+    sp.set_defaults(base_model=None, batch_size=64)
+    sp.add_argument("--layers", default=None, help="layers that get a head, like 1-6 or 1,3,6 (default: all)")
+    sp.add_argument("--hard-negatives", type=int, default=0, help="BM25 hard negatives per question (0: in-batch only)")
+    sp.add_argument("--warmup-ratio", type=float, default=0.1)
+    sp.add_argument("--dropout", type=float, default=0.1)
+    sp.add_argument("--save-steps", type=int, default=100)
 
     sp = add(
         "train-reader",

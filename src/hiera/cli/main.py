@@ -1,0 +1,86 @@
+"""The ``hiera`` command line: one sub-command module per subsystem, each registering its own commands.
+
+Errors a user can cause print one line (``hiera: error: …``) and exit 2; pass
+``--debug`` (or set ``HIERA_DEBUG=1``) to see the traceback instead.
+
+Every module in this package imports what its commands need inside the
+handlers, so ``hiera --help`` or ``hiera sets parse`` never loads FAISS,
+torch or FastAPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+
+from hiera.cli import answer, build, check, corpus, demo, eval, search, serve, sets, train
+from hiera.cli.common import Handler
+from hiera.errors import HieraError
+
+# Sub-commands that load encoder or cross-encoder weights (they take --trust-pickle).
+MODEL_COMMANDS = frozenset({
+    "build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier",
+    "train-reader", "answer", "sets", "demo",
+})
+# In the order `hiera --help` lists them.
+COMMAND_MODULES = (corpus, build, search, eval, train, serve, demo, sets, check, answer)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hiera.version import __version__
+
+    p = argparse.ArgumentParser(prog="hiera", description="Hierarchical retrieval for open-domain QA.")
+    p.add_argument("--version", action="version", version=f"hiera {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, handler: Handler, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(handler=handler)
+        sp.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+        if name in MODEL_COMMANDS:
+            sp.add_argument(
+                "--trust-pickle", action="store_true",
+                help="also load pickle model weights (*.bin, *.pt), which can run code: only for models you trust "
+                "(default: safetensors only; env HIERA_TRUST_PICKLE=1)",
+            )
+        return sp
+
+    for module in COMMAND_MODULES:
+        module.register(add)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from hiera.models import passive_threads
+
+    passive_threads()  # before torch or FAISS loads (lazily, in the handlers)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("HIERA_DEBUG") == "1"
+    if getattr(args, "trust_pickle", False):
+        from hiera.models import TRUST_ENV
+
+        os.environ[TRUST_ENV] = "1"  # every model load of this run (Encoder, Reranker, trainers) reads it
+    try:
+        return args.handler(args)
+    except HieraError as e:
+        if debug:
+            raise
+        print(f"hiera: error: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as e:  # a damaged corpus store or embedding cache: say so, in one line
+        if debug:
+            raise
+        print(f"hiera: error: a SQLite database is damaged or unreadable ({e}); run `hiera check DIR`", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hiera: interrupted (work done so far is kept in the cache; rerun to resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""``hiera search`` (one query, any method, ``--explain``) and ``hiera methods`` (the registry)."""
+
+from __future__ import annotations
+
+import argparse
+
+from hiera.cli.common import AddCommand, print_json
+from hiera.spec import add_set_option
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from hiera.builds import open_collection
+    from hiera.retrieve import get_retriever
+    from hiera.spec import parse_assignments
+
+    params = parse_assignments(args.set, [args.retriever])[args.retriever]
+    if args.decomposer_url:  # the linking pipeline's model decomposer (an OpenAI-compatible endpoint)
+        params.update(parse_assignments(["decomposer=endpoint", f"decomposer_url={args.decomposer_url}"],
+                                        [args.retriever])[args.retriever])
+    col = open_collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
+                     backend=args.backend, device=args.device)
+    retriever = get_retriever(args.retriever, col)
+    if args.rerank:
+        from hiera.crossencoder import Reranker
+        from hiera.retrieve.rerank import RerankRetriever
+
+        retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=args.rerank_depth)
+    res = retriever.search(args.query, k=args.k, level=args.level, **params)
+    if args.json:
+        print_json(res.to_dict())
+        return 0
+    print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in res.trace))
+    print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
+    for h in res:
+        print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
+        print(f"     {h.reason()}")
+        text = h.text if len(h.text) <= 300 else h.text[:297] + "..."
+        print(f"     {text}")
+    if args.explain:
+        from hiera.retrieve.explain import trace_tree
+
+        print("\n" + trace_tree(res))
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from hiera.spec import METHODS, READERS, methods_json
+
+    if args.json:
+        print_json(methods_json())
+        return 0
+    for spec in (*METHODS.values(), *READERS.values()):
+        if spec.kind == "reader":
+            print(f"{spec.name}  [reader: hiera answer --reader DIR, hiera eval --reader DIR, hiera serve --reader DIR]")
+        else:
+            print(f"{spec.name}  [{', '.join(spec.levels)}; needs {' + '.join(spec.requires) or 'nothing'}]")
+        print(f"    {spec.help}")
+        for prm in spec.params:
+            extra = f" (alias {', '.join(prm.aliases)})" if prm.aliases else ""
+            tune = "; tunable" if prm.tunable else ""
+            print(f"    --set {prm.name}=<{prm.describe_type()}>  default {prm.default}{extra}{tune}")
+            print(f"        {prm.help}")
+    return 0
+
+
+def register(add: AddCommand) -> None:
+    from hiera.backends import BACKENDS
+    from hiera.index.exact import DEVICES
+    from hiera.spec import MAX_K, method_names
+
+    sp = add("search", cmd_search, "search a collection")
+    sp.add_argument("index")
+    sp.add_argument("query")
+    sp.add_argument("--retriever", "-r", default="dhr", choices=method_names())
+    sp.add_argument("--k", "-k", type=int, default=10, help=f"number of hits (1 to {MAX_K})")
+    sp.add_argument("--level", choices=["passage", "doc"], default=None)
+    add_set_option(sp, "a parameter of the retriever for this search, e.g. lam=0.5")
+    sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
+    sp.add_argument("--passage-encoder", default=None)
+    sp.add_argument("--backend", default=None, choices=list(BACKENDS),
+                    help="what runs the query encoder (default: the backend the build encoded with)")
+    sp.add_argument("--device", default="auto", choices=list(DEVICES),
+                    help="where dense indexes are searched: exactly with torch on cuda or cpu, or the FAISS indexes "
+                         "as built; auto: cuda when there is a GPU, else faiss")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
+    sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")
+    sp.add_argument("--explain", action="store_true", help="print the trace (every step, e.g. linking's) as an indented tree")
+    sp.add_argument("--decomposer-url", default=None, metavar="URL",
+                    help="linking: decompose the question with this OpenAI-compatible chat-completions endpoint "
+                    "(off by default; falls back to the rules decomposer, with a warning, when it fails)")
+
+    sp = add("methods", cmd_methods, "list every retrieval method with its parameters and requirements")
+    sp.add_argument("--json", action="store_true")

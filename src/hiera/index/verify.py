@@ -1,0 +1,128 @@
+"""Checks of one build directory (files, BM25, dense): what ``hiera check`` runs on a build and on each shard.
+
+A shard of a sharded build is a build of its own (manifest, files with sizes
+and checksums, BM25, dense), so one set of per-build checks serves both;
+:mod:`hiera.check` runs them and reports a shard's findings under its name.
+Every check reads; none repairs or rewrites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from hiera.errors import HieraError
+from hiera.index.manifest import MANIFEST, Manifest, nested_builds
+
+Status = Literal["ok", "warning", "error"]
+
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+
+    def line(self) -> str:
+        tag = {"ok": "ok", "warning": "WARN", "error": "FAIL"}[self.status]
+        return f"{tag:<4} {self.check}: {self.detail}"
+
+
+class Checks:
+    """The findings of one run, in order (a shard's are gathered apart, then reported under its name)."""
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+
+    def add(self, check: str, status: Status, detail: str) -> Finding:
+        f = Finding(check, status, " ".join(str(detail).split()))
+        self.findings.append(f)
+        return f
+
+    def ok(self, check: str, detail: str) -> None:
+        self.add(check, "ok", detail)
+
+    def warn(self, check: str, detail: str) -> None:
+        self.add(check, "warning", detail)
+
+    def error(self, check: str, detail: str) -> None:
+        self.add(check, "error", detail)
+
+
+
+def check_files(build_dir: Path, m: Manifest, c: Checks, checksums: bool) -> bool:
+    """The build's files against the manifest: present, sizes, sha256 (unless ``checksums`` is off); True when sound."""
+    try:
+        m.check_files(build_dir)
+    except HieraError as e:
+        c.error("files", str(e))
+        return False
+    nested = nested_builds(build_dir)  # shards list their own files
+    extra = sorted(
+        str(p.relative_to(build_dir)) for p in build_dir.rglob("*")
+        if p.is_file() and p.name != MANIFEST and str(p.relative_to(build_dir)) not in m.files
+        and not any(p.is_relative_to(d) for d in nested)
+    )
+    if extra:
+        c.warn("files", f"files the manifest does not list: {', '.join(extra[:5])}")
+    if not checksums:
+        c.ok("files", f"{len(m.files)} files with the sizes the manifest records (checksums not read: --quick)")
+        return True
+    if not m.checksums:
+        c.ok("files", f"{len(m.files)} files with the recorded sizes (this build predates checksums)")
+        return True
+    bad = m.check_checksums(build_dir)
+    if bad:
+        c.error("files", f"contents changed since the build (sha256 differs): {', '.join(bad[:5])}; rebuild with `hiera build`")
+        return False
+    c.ok("files", f"{len(m.files)} files match the manifest's sizes and sha256 checksums")
+    return True
+
+
+def check_bm25(build_dir: Path, m: Manifest, c: Checks) -> None:
+    """Each BM25 index holds as many texts as the manifest counts."""
+    if m.bm25 is None:
+        return
+    from hiera.index.bm25 import Bm25Config, Bm25Index
+
+    cfg = Bm25Config.from_dict(m.bm25)
+    sizes = {}
+    for name, want in (("bm25-passages", m.passages), ("bm25-docs", m.documents)):
+        n = Bm25Index.load(build_dir / name, cfg, mmap=True).size
+        if n != want:
+            c.error("bm25", f"{name} indexes {n} texts, the manifest {want}")
+            return
+        sizes[name] = n
+    c.ok("bm25", f"passages {sizes['bm25-passages']}, documents {sizes['bm25-docs']}")
+
+
+def check_dense(build_dir: Path, m: Manifest, c: Checks) -> None:
+    """Every float16 matrix and FAISS index has the manifest's rows and the model's dimension."""
+    if not m.models:
+        return
+    from hiera.index.dense import load_faiss
+
+    dense = build_dir / "dense"
+    problems = []
+    for name, rows, level in (
+        ("passages", m.passages, "passage"), ("docs", m.documents, "doc"), ("docs-mean", m.documents, "passage")
+    ):
+        dim = int(m.models.get(level, {}).get("dim", 0))
+        mat_path = dense / f"{name}.f16.npy"
+        if mat_path.exists():
+            mat = np.load(mat_path, mmap_mode="r", allow_pickle=False)
+            if mat.shape != (rows, dim):
+                problems.append(f"{mat_path.name} has shape {mat.shape}, expected ({rows}, {dim})")
+        idx_path = dense / f"{name}.faiss"
+        if idx_path.exists():
+            index = load_faiss(idx_path, mmap=True)
+            if index.ntotal != rows or index.d != dim:
+                problems.append(f"{idx_path.name} holds {index.ntotal} vectors of dim {index.d}, expected {rows} of {dim}")
+    if problems:
+        c.error("dense", "; ".join(problems))
+        return
+    c.ok("dense", f"FAISS and float16 matrices: {m.passages} passages, {m.documents} documents")
