@@ -1,0 +1,601 @@
+"""The clause grammar of the rule-based set parser: tagged tokens -> a set expression.
+
+:mod:`hiera.sets.tagging` says what each token is (a preposition, a plural
+noun, a negation cue, an "and" that is part of a name); this module decides
+what the query means from those answers: where the main noun phrase ends and
+clauses begin, what a negation's scope is, which items of a list share a
+head or a frame, and how the parts combine into ∩ ∪ \\. What a token is
+comes from the tagging layer (the word classes of :class:`TaggedQuery` and
+its public word lists); the rules name only the function words they are built
+around ("and", "or", "other than", "have in common"). So a vocabulary fix
+never edits a rule here, and the rules read without the vocabulary in the
+way. :mod:`hiera.sets.parser` wires the two together behind the
+:class:`~hiera.sets.parser.SetParser` protocol and turns :class:`Unparsable`
+into its one-constraint fallback.
+
+How :class:`~hiera.sets.parser.RuleSetParser` reads a query
+-----------------------------------------------------------
+Tokens keep their character offsets, so every atom knows the pieces of the
+query it was built from (:attr:`Atom.span`); an atom's text is those pieces
+joined, in the order the constraint reads.
+
+1. A leading question ("what are the", "list of", "which") and final
+   punctuation are dropped.
+2. "HEAD [that] X, Y and Z have in common" (also "HEAD common to / shared by
+   X and Y") is the intersection of "HEAD of X", "HEAD of Y", ...
+3. The query is cut at clause markers into a main noun phrase and clauses:
+   relative clauses ("that are also", "who were", "which are not", "that
+   can't be", "that take place ..."), a copula right after the head noun
+   ("horror films were released in 2005"), negations ("not", "but not", ", not",
+   "excluding", "except", "other than") and "and also" / "but also". A
+   clause whose marker holds a negation is negative.
+4. The main noun phrase:
+
+   * "non-X ..." subtracts "X HEAD" from the rest;
+   * an "or" list (commas and "or") is a union and an "and" list between
+     named items ("Chile and Peru", "the Atlantic Ocean and Colombia") an
+     intersection. Items missing their shared part are completed from their
+     neighbours: an item lacking a plural head noun that *follows* an item
+     with a head and a preposition takes that item's prefix ("Novels set in
+     Nanjing, Hebei" -> "Novels set in Hebei"); one that *precedes* an item
+     with a head takes that item's head ("Dutch or Swiss war films" -> "Dutch
+     war films"); bare plural heads before an item with a prepositional phrase
+     take that phrase ("Moths or Insects or Arthropods of Guadeloupe");
+   * otherwise a head with pre-modifiers followed by a participle or a
+     topical preposition ("set in", "shot in", "born in", "about", "by") is
+     the intersection of the pre-modified head and "HEAD + post-modifier"
+     ("Italian crime films set in the 1970's" -> "Italian crime films" ∩
+     "films set in the 1970's"); a bare head with a post-modifier ("Novels
+     set in the 1900s") and any head with a place phrase ("of", "in",
+     "from", "found in": "Neogene mammals of Africa") stay one constraint; a
+     leading decade among several pre-modifiers is a constraint of its own
+     ("2020's drama films" -> "2020's films" ∩ "drama films"); a further
+     participial or "about" phrase after the first post-modifier's object is
+     one more ("Films set in Africa about war" -> "Films set in Africa" ∩
+     "Films about war"), unless it follows a plural noun it modifies ("Novels
+     about people born in Paris").
+
+5. Clauses are split into items at "and"/"," ("that are also both X and
+   Y"); an item that is a noun phrase with a plural head ("dancers", "Birds
+   of Peru") is a constraint as it stands; a prepositional or participial
+   item is attached to the main head ("not about cricket" -> "films about
+   cricket"), reusing the main phrase's own frame when it has the same
+   preposition ("Birds found in the Venezuelan Andes but not in Colombia" ->
+   "Birds found in Colombia"); a bare name takes the main phrase's frame in
+   place of its object ("Flora of Colombia but not Peru" -> "Flora of Peru");
+   an adjective gets the head after it ("that are
+   extinct" -> "extinct Animals"); a verb clause keeps its relative pronoun
+   ("Novels that take place in Vietnam").
+6. Positive parts are intersected and negative parts subtracted. QUEST's
+   templates never intersect a union, so positive clauses after an "or" list
+   are folded into every alternative ("Animals from Cuba or Jamaica that are
+   extinct" = "Animals from Cuba that are extinct" ∪ "Animals from Jamaica that
+   are extinct").
+
+A query no rule reads (nothing before a negation, an empty clause) raises
+:class:`Unparsable`; the parser then reads it as one constraint, template
+``_``, with a note saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hiera.sets.expr import And, Atom, Diff, Expr, Or
+from hiera.sets.tagging import (
+    AUX,
+    DECADE,
+    DETS,
+    EXCLUDE,
+    NEG,
+    PLACE_WORDS,
+    QUESTION_FILLERS,
+    QUESTION_PREFIXES,
+    REL,
+    TOPICAL_PREPS,
+    Tag,
+    TaggedQuery,
+    Tok,
+)
+
+# --- phrases: token indices plus glue words ------------------------------------------------------
+
+Piece = int | str  # a token index, or a glue word not in the query
+
+
+@dataclass
+class _Clause:
+    negative: bool
+    marker: list[int]  # token indices of the marker words
+    body: list[int]  # token indices of the content
+    copula: bool  # the marker holds a form of "be" (or none is needed: "not", "excluding")
+
+
+@dataclass
+class _Parsed:
+    pos: list[Expr] = field(default_factory=list)
+    neg: list[Expr] = field(default_factory=list)
+
+
+class Unparsable(Exception):
+    """The grammar found no reading of the query; the message says why."""
+
+
+class _Run(TaggedQuery):
+    """One query being parsed: its tagged tokens, and the rules as methods.
+
+    It extends :class:`TaggedQuery` rather than holding one, so a rule asks
+    ``self.is_plural(i, start)`` just as it calls one of the grammar's own steps.
+    """
+
+    def __init__(self, query: str, toks: list[Tok], tags: dict[int, Tag]) -> None:
+        super().__init__(query, toks, tags)
+        self.notes: list[str] = []
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def trim(self, idx: list[int]) -> list[int]:
+        """Drop punctuation, conjunctions and "both"/"either" at both ends."""
+        drop = {",", ";", ":", "and", "or", "both", "either", "nor", "but", "-", "."}
+        lo, hi = 0, len(idx)
+        while lo < hi and self.low(idx[lo]) in drop:
+            lo += 1
+        while hi > lo and self.low(idx[hi - 1]) in drop:
+            hi -= 1
+        return idx[lo:hi]
+
+    def atom(self, pieces: Sequence[Piece]) -> Atom:
+        parts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        run: list[int] = []
+
+        def flush() -> None:
+            if run:
+                s, e = self.t[run[0]].start, self.t[run[-1]].end
+                parts.append(self.q[s:e])
+                spans.append((s, e))
+                run.clear()
+
+        for p in pieces:
+            if isinstance(p, str):
+                flush()
+                parts.append(p)
+            else:
+                if run and p != run[-1] + 1:
+                    flush()
+                run.append(p)
+        flush()
+        text = " ".join(" ".join(parts).split())
+        if not text:
+            raise Unparsable("an empty constraint")
+        return Atom(text, tuple(spans))
+
+    # -- the steps ------------------------------------------------------------------------------
+
+    def parse(self) -> tuple[Expr, list[str]]:
+        idx = self._strip_question(list(range(len(self.t))))
+        if not idx:
+            raise Unparsable("no words")
+        if self.low(idx[0]) in NEG or self.low(idx[0]) in EXCLUDE:
+            raise Unparsable("it starts with a negation, so there is nothing to subtract from")
+        common = self._have_in_common(idx)
+        if common is not None:
+            return common, self.notes
+        main, clauses = self._clauses(idx)
+        main = self.trim(main)
+        if not main:
+            raise Unparsable("nothing before the first clause marker")
+        parsed = self._main(main)
+        head = self._head(main)
+        frame_src = self._frame_source(main)
+        folded: list[Sequence[Piece]] = []
+        for cl in clauses:
+            body = self.trim(cl.body)
+            if not body:
+                raise Unparsable(f"an empty clause after {' '.join(self.t[i].text for i in cl.marker)!r}")
+            if not cl.negative and len(parsed.pos) == 1 and isinstance(parsed.pos[0], Or):
+                folded.append([*cl.marker, *body])
+                continue
+            exprs = self._clause_items(cl, body, head, frame_src)
+            if cl.negative:
+                parsed.neg.append(exprs[0] if len(exprs) == 1 else Or(exprs))
+            else:
+                parsed.pos.extend(exprs)
+        if folded:
+            parsed.pos[0] = self._fold(parsed.pos[0], folded)
+        return self._combine(parsed), self.notes
+
+    def _strip_question(self, idx: list[int]) -> list[int]:
+        while idx and self.low(idx[-1]) in ("?", ".", "!"):
+            idx = idx[:-1]
+        lows = [self.low(i) for i in idx]
+        for prefix in QUESTION_PREFIXES:
+            n = len(prefix)
+            if tuple(lows[:n]) == prefix and len(idx) > n:
+                idx = idx[n:]
+                while len(idx) > 1 and self.low(idx[0]) in QUESTION_FILLERS:
+                    idx = idx[1:]
+                self.notes.append(f"question words {' '.join(prefix)!r} dropped")
+                break
+        return idx
+
+    # "HEAD [that] X, Y and Z have in common" / "HEAD common to X and Y" / "HEAD shared by X and Y"
+    def _have_in_common(self, idx: list[int]) -> Expr | None:
+        lows = [self.low(i) for i in idx]
+        n = len(lows)
+        body: list[int] | None = None
+        head_end = None
+        for k in range(n - 2):
+            if lows[k] in ("have", "has", "share") and lows[k + 1 : k + 3] == ["in", "common"] and k + 3 == n:
+                head_end = max(self._first_plural(idx[:k]), 0) + 1
+                body = idx[head_end:k]
+        if body is None:
+            for k in range(1, n - 1):
+                if (lows[k], lows[k + 1]) in (("common", "to"), ("shared", "by"), ("shared", "between")):
+                    head_end = k
+                    body = idx[k + 2 :]
+                    break
+        if body is None or head_end is None:
+            return None
+        head = idx[:head_end]
+        body = [i for i in body if self.low(i) not in ("that", "which", "all", "both")]
+        items = [it for it in self._split(body, {"and", ","}) if it]
+        if len(items) < 2 or not head:
+            return None
+        return And([self.atom([*head, "of", *it]) for it in items])
+
+    def _first_plural(self, idx: list[int]) -> int:
+        for k, i in enumerate(idx):
+            if self.is_plural(i, idx[0]):
+                return k
+        return -1
+
+    def _clauses(self, idx: list[int]) -> tuple[list[int], list[_Clause]]:
+        """Cut at clause markers: the main phrase and the clauses after it."""
+        main: list[int] | None = None
+        clauses: list[_Clause] = []
+        current: list[int] = []
+        k = 0
+        n = len(idx)
+        while k < n:
+            m = self._marker(idx, k) if k > 0 else None
+            if m is None:
+                current.append(idx[k])
+                k += 1
+                continue
+            negative, length, copula = m
+            if main is None:
+                main = current
+            else:
+                clauses[-1].body = current
+            clauses.append(_Clause(negative, idx[k : k + length], [], copula))
+            current = []
+            k += length
+        if main is None:
+            return current, []
+        clauses[-1].body = current
+        return main, clauses
+
+    def _marker(self, idx: list[int], k: int) -> tuple[bool, int, bool] | None:
+        """A clause marker starting at ``idx[k]``: ``(negative, length, copula)`` or None.
+
+        ``[,] [and|but|yet] (that|who|which) [aux|not|also|both]*``, ``[,] [and|but|yet] [aux] not
+        [...]``, ``and also`` / ``but also``, ``excluding``, ``except [for]``, ``other than``,
+        ``apart from``. ``copula`` says whether the clause is predicated with "be" (or needs no
+        verb); a bare relative pronoun starts a verb clause ("that take place in Vietnam").
+        """
+        lows = [self.low(i) for i in idx]
+        n = len(lows)
+        j = k
+        if lows[j] == ",":
+            j += 1
+        connector = j < n and lows[j] in ("and", "but", "yet", "though")
+        if connector:
+            j += 1
+        if j >= n:
+            return None
+        w = lows[j]
+        nxt = lows[j + 1] if j + 1 < n else ""
+        if w in EXCLUDE or (w, nxt) in (("other", "than"), ("apart", "from"), ("aside", "from")):
+            j += 2 if nxt in ("for", "than", "from") else 1
+            return True, j - k, True
+        rel = w in REL
+        # "Japanese horror films were released in 2005": a copula right after the head noun
+        predicate = j == k and w in ("are", "were", "is", "was") and self.is_plural(idx[k - 1], idx[0])
+        if rel:
+            j += 1
+        negative = copula = also = False
+        while j < n and (lows[j] in AUX or lows[j] in NEG or lows[j] in ("also", "both")):
+            negative |= lows[j] in NEG
+            copula |= lows[j] in AUX or lows[j] in NEG
+            also |= lows[j] == "also"
+            j += 1
+        if rel or negative or predicate or (also and connector):
+            return negative, j - k, copula or not rel
+        return None
+
+    # -- the main phrase ---------------------------------------------------------------------------
+
+    def _main(self, idx: list[int]) -> _Parsed:
+        out = _Parsed()
+        non = [k for k, i in enumerate(idx) if self.low(i) == "non-" and k + 1 < len(idx)]
+        if non:
+            k = non[0]
+            negated = idx[k + 1]
+            rest = idx[:k] + idx[k + 2 :]
+            if not rest:
+                raise Unparsable("nothing but a non- word")
+            head = self._head(rest)
+            out.neg.append(self.atom([negated, *head]))
+            idx = rest
+        if any(self.low(i) == "or" for i in idx):
+            items = self._split(idx, {"or", ",", "nor"})
+            out.pos.append(self._list(items, Or))
+            return out
+        if self._named_and(idx):
+            items = self._split(idx, {"and", ","})
+            if len(items) > 1:
+                out.pos.append(self._list(items, And))
+                return out
+        out.pos.extend(self._noun_phrase(idx))
+        return out
+
+    def _named_and(self, idx: list[int]) -> bool:
+        """Does an "and" join named items (capitalized or "the ...") in this phrase?"""
+        for k, i in enumerate(idx):
+            if self.low(i) != "and" or i in self.protected or k == 0 or k + 1 >= len(idx):
+                continue
+            before = idx[k - 1] if self.low(idx[k - 1]) != "," else idx[k - 2] if k >= 2 else None
+            after = idx[k + 1] if self.low(idx[k + 1]) not in DETS else idx[k + 2] if k + 2 < len(idx) else None
+            if before is not None and after is not None and self.cap(before) and self.cap(after):
+                return True
+        return False
+
+    def _split(self, idx: list[int], seps: set[str]) -> list[list[int]]:
+        """Cut ``idx`` at separator tokens (a protected "and" is not one); empty items dropped."""
+        items: list[list[int]] = [[]]
+        for i in idx:
+            w = self.low(i)
+            if w in seps and not (w == "and" and i in self.protected):
+                if items[-1]:
+                    items.append([])
+                continue
+            if w in ("either", "both"):
+                continue
+            items[-1].append(i)
+        return [self.trim(it) for it in items if self.trim(it)]
+
+    def _head_index(self, item: list[int]) -> int | None:
+        """Position in ``item`` of its head noun: the first plural before any post-modifier."""
+        for k, i in enumerate(item):
+            if k > 0 and self.is_starter(i) and not self.is_plural(i, item[0]):
+                return None
+            if self.is_plural(i, item[0]):
+                return k
+        return None
+
+    def _starter_after(self, item: list[int], h: int) -> int | None:
+        for k in range(h + 1, len(item)):
+            if self.is_starter(item[k]):
+                return k
+        return None
+
+    def _object_start(self, item: list[int], p: int) -> int:
+        """First token of the object after the run of post-modifier words starting at p."""
+        k = p
+        while k < len(item) and (self.is_starter(item[k]) or self.low(item[k]) in ("place", "be")):
+            k += 1
+        return k
+
+    def _list(self, items: list[list[int]], op: type[And] | type[Or]) -> Expr:
+        """Complete list items that lack their shared part, and join them with ``op``."""
+        heads = [self._head_index(it) for it in items]
+        preps = [self._starter_after(it, h) if h is not None else None for it, h in zip(items, heads, strict=True)]
+        done: list[list[Piece]] = []
+        for n, it in enumerate(items):
+            if heads[n] is not None and not self._parallel_object(items, preps, n):
+                pieces: list[Piece] = list(it)
+                # a bare plural head before an item with a post-modifier takes that post-modifier
+                if len(it) == 1 and preps[n] is None:
+                    later = [m for m in range(n + 1, len(items)) if preps[m] is not None]
+                    if later and all(len(items[m]) == 1 for m in range(n + 1, later[0])):
+                        m = later[0]
+                        pieces += items[m][preps[m] :]
+                done.append(pieces)
+                continue
+            prev = [m for m in range(n - 1, -1, -1) if preps[m] is not None]
+            nxt = [m for m in range(n + 1, len(items)) if heads[m] is not None]
+            if prev:
+                m = prev[0]
+                done.append([*items[m][: self._object_start(items[m], preps[m])], *it])
+            elif nxt:
+                done.append([*it, *self._shared_head(it, items[nxt[0]], heads[nxt[0]])])
+            else:
+                earlier = [m for m in range(n - 1, -1, -1) if heads[m] is not None]
+                if earlier:
+                    m = earlier[0]
+                    done.append([*it, *self._shared_head(it, items[m], heads[m])])
+                else:
+                    self.notes.append(f"no shared head found for {self.atom(it).text!r}")
+                    done.append(list(it))
+        atoms = [self.atom(p) for p in done]
+        return atoms[0] if len(atoms) == 1 else op(atoms)
+
+    def _parallel_object(self, items: list[list[int]], preps: list[int | None], n: int) -> bool:
+        """Is item n a lowercase phrase parallel to the lowercase object of the item before it?
+
+        "Species of birds or flowering plants": "flowering plants" continues "Species of".
+        """
+        it = items[n]
+        if n == 0 or preps[n - 1] is None or any(self.is_starter(i) for i in it[1:]):
+            return False
+        prev = items[n - 1]
+        obj = prev[self._object_start(prev, preps[n - 1]) :]
+        lower = all(self.t[i].text[:1].islower() for i in [*obj, *it])
+        return bool(obj) and lower and not any(self.is_starter(i) for i in obj)
+
+    def _shared_head(self, item: list[int], other: list[int], h: int) -> list[int]:
+        """The part of ``other`` that ``item`` (a modifier) shares: "Swiss war films" -> "war films"."""
+        last = self.low(item[-1])
+        for k in range(h):
+            if self.low(other[k]) == last:
+                return other[k + 1 :]
+        k = 0
+        while k < h and self.cap(other[k]):
+            k += 1
+        k = max(1, min(k, h)) if h > 0 else 0
+        return other[k:]
+
+    def _noun_phrase(self, idx: list[int]) -> list[Expr]:
+        """One noun phrase: one constraint, or an intersection of implicit constraints."""
+        h = self._head_index(idx)
+        if h is None:
+            return [self.atom(idx)]
+        later = self._later_postmods(idx, h)
+        if later:
+            # "Films set in Africa about war": each further participial or "about" phrase is a constraint
+            head = idx[h]
+            rest = [self.atom([head, *idx[a:b]]) for a, b in zip(later, [*later[1:], len(idx)], strict=True)]
+            return [*self._noun_phrase(idx[: later[0]]), *rest]
+        premods, head = idx[:h], idx[h]
+        p = self._starter_after(idx, h)
+        mods = self._premod_facets(premods, head)
+        if (
+            premods
+            and p == h + 1
+            and (self.low(idx[p]) in TOPICAL_PREPS or self.is_participle(idx[p]) or self.is_ing(idx[p]))
+            and self.low(idx[p]) not in PLACE_WORDS
+        ):
+            # "Italian crime films set in the 1970's": the pre-modified head and "films set in ..."
+            return [*mods, self.atom([head, *idx[p:]])]
+        if len(mods) > 1:
+            # a decade facet, with the rest of the phrase kept whole
+            return [mods[0], self.atom(idx[1:])]
+        return [self.atom(idx)]
+
+    def _later_postmods(self, idx: list[int], h: int) -> list[int]:
+        """Starts of post-modifiers after the first one's object: participles (not of place) or "about".
+
+        A participle right after a plural noun modifies that noun ("people born in ..."), so it
+        does not start a constraint; neither does a preposition other than "about" ("works by X").
+        """
+        p = self._starter_after(idx, h)
+        if p is None:
+            return []
+        k = self._object_start(idx, p)
+        out: list[int] = []
+        for q in range(k + 1, len(idx)):
+            i, prev = idx[q], idx[q - 1]
+            if self.is_starter(prev) or self.is_plural(prev, idx[0]) or self.low(i) in PLACE_WORDS:
+                continue
+            if self.is_participle(i) or self.low(i) == "about":
+                out.append(q)
+        return out
+
+    def _premod_facets(self, premods: list[int], head: int) -> list[Expr]:
+        """A leading decade among several pre-modifiers is its own constraint."""
+        if len(premods) >= 2 and DECADE.match(self.low(premods[0])):
+            return [self.atom([premods[0], head]), self.atom([*premods[1:], head])]
+        if premods:
+            return [self.atom([*premods, head])]
+        return [self.atom([head])]
+
+    def _head(self, idx: list[int]) -> list[int]:
+        """The head noun of a phrase (the first item's when it is a list), as token indices."""
+        first = self._split(idx, {"or", "and", ","})[0] if idx else idx
+        h = self._head_index(first)
+        if h is not None:
+            return [first[h]]
+        for k, i in enumerate(first):
+            if k > 0 and self.is_starter(i):
+                return [first[k - 1]]
+        return [first[-1]]
+
+    def _frame_source(self, idx: list[int]) -> list[int]:
+        first = self._split(idx, {"or", ","})
+        return first[0] if first else idx
+
+    # -- clauses -----------------------------------------------------------------------------------
+
+    def _clause_items(self, cl: _Clause, body: list[int], head: list[int], frame: list[int]) -> list[Expr]:
+        seps = {"and", ",", "or", "nor"} if cl.negative else {"and", ","}
+        lows = [self.low(i) for i in body]
+        if not cl.negative and "or" in lows:
+            items = [body]
+        else:
+            items = self._split(body, seps)
+        exprs: list[Expr] = []
+        prev_frame: list[Piece] | None = None
+        for it in items:
+            while it and self.low(it[0]) in ("be", "been", "being"):
+                it = it[1:]
+            if not it:
+                raise Unparsable("an empty clause item")
+            pieces = self._clause_item(cl, it, head, frame, prev_frame)
+            exprs.append(self.atom(pieces))
+            p = self._starter_after(it, -1)
+            if p is not None:
+                prev_frame = pieces[: len(pieces) - len(it) + self._object_start(it, p)]
+        return exprs
+
+    def _clause_item(
+        self, cl: _Clause, it: list[int], head: list[int], frame: list[int], prev_frame: list[Piece] | None
+    ) -> list[Piece]:
+        first = it[0]
+        if self._head_index(it) is not None and not self.is_starter(first):
+            return list(it)  # a noun phrase: "dancers", "Birds of Peru"
+        if self.is_prep(first) or self.is_place_adj(first):
+            same = [k for k, i in enumerate(frame) if self.low(i) == self.low(first) and k > 0]
+            if same:
+                return [*frame[: same[0]], *it]  # "Birds found" + "in Colombia"
+            return [*head, *it]  # "films" + "about cricket"
+        if self.is_participle(first) or self.is_ing(first):
+            return [*head, *it]  # "Trees" + "found in Canada"
+        if prev_frame is not None and all(self.cap(i) or self.low(i) in DETS for i in it):
+            return [*prev_frame, *it]  # "found in X and Y": Y takes "found in"
+        if all(self.cap(i) or self.low(i) in DETS for i in it) and self.cap(it[-1]):
+            fh = self._head_index(frame)
+            p = self._starter_after(frame, fh) if fh is not None else None
+            if p is not None:
+                return [*frame[: self._object_start(frame, p)], *it]  # "Flora of" + "Peru"
+        if not cl.copula:
+            rel = [i for i in cl.marker if self.low(i) in REL]
+            return [*head, *rel, *it]  # "Novels" + "that take place in Vietnam"
+        if len(it) == 1 or all(self.t[i].text[:1].islower() for i in it):
+            return [*it, *head]  # "extinct" + "Animals"
+        return list(it)
+
+    def _fold(self, expr: Expr, extra: list[Sequence[Piece]]) -> Expr:
+        """Append positive clauses to every alternative of a union (QUEST never intersects a union)."""
+        assert isinstance(expr, Or)
+        tail: list[Piece] = [p for seg in extra for p in seg]
+        kids: list[Expr] = []
+        for c in expr.children:
+            assert isinstance(c, Atom)
+            kids.append(self._extend(c, tail))
+        return Or(kids)
+
+    def _extend(self, a: Atom, tail: list[Piece]) -> Atom:
+        extra = self.atom(tail)
+        return Atom(f"{a.text} {extra.text}", a.span + extra.span)
+
+    def _combine(self, p: _Parsed) -> Expr:
+        pos: list[Expr] = []
+        for e in p.pos:
+            pos.extend(e.children if isinstance(e, And) else [e])
+        if not pos:
+            raise Unparsable("no positive constraint")
+        left = pos[0] if len(pos) == 1 else And(pos)
+        if not p.neg:
+            return left
+        right = p.neg[0] if len(p.neg) == 1 else Or(p.neg)
+        return Diff(left, right)
+
+
+def read(query: str, toks: list[Tok], tags: dict[int, Tag]) -> tuple[Expr, list[str]]:
+    """The expression for a tagged query, and notes on what the rules did (dropped question words, ...).
+
+    Raises :class:`Unparsable` when no rule applies (nothing before a negation, an empty clause).
+    """
+    return _Run(query, toks, tags).parse()
