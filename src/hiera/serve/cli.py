@@ -48,7 +48,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Open the collection (errors surface before the port is taken), then run uvicorn."""
     import uvicorn
 
-    from hiera.serve.api import API_KEY_ENV, create_app
+    from hiera.serve.api import create_app
+    from hiera.serve.guard import API_KEY_ENV
 
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
@@ -96,7 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:
-    from hiera.serve.api import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
+    # from guard, not api: every hiera command registers serve, and only serve should import FastAPI
+    from hiera.serve.guard import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
 
     sp = add("serve", cmd_serve, "serve a collection over HTTP: JSON search API and a web page")
     sp.add_argument("index", metavar="DIR", help="collection directory (built with `hiera build`)")
