@@ -255,7 +255,7 @@ def measure_shards(root: Path, n: int, qs: list[str], one: Any, rep: Report, mem
     from ray import serve
 
     from hiera.collection import Collection
-    from hiera.shard.serve import deploy
+    from hiera.serve.ray import deploy
 
     col = Collection(root)
     exact = exactness(one, col, qs[: exact_qs or len(qs)])

@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning(warning)
         print(f"hiera: warning: {warning}", file=sys.stderr, flush=True)
     if args.engine == "ray":
-        from hiera.shard.serve import serve_forever
+        from hiera.serve.ray import serve_forever
 
         return serve_forever(
             Path(args.index), args.ray_address, host=args.host, port=args.port, replicas=args.replicas,
