@@ -258,7 +258,7 @@ def measure_shards(root: Path, n: int, qs: list[str], one: Any, rep: Report, mem
     from ray import serve
 
     from hiera.builds import open_collection
-    from hiera.shard.serve import deploy
+    from hiera.serve.ray import deploy
 
     col = open_collection(root)
     exact = exactness(one, col, qs[: exact_qs or len(qs)])

@@ -122,3 +122,20 @@ def test_tune_target_k(root: Path, tmp_path: Path, capsys) -> None:
     assert "top20" not in data and data["params"]["top_docs"] in (1, 3) and data["saved"] is None
     rc, out, err = _run(capsys, *base, "--target-k", "0")
     assert rc == 2 and "--target-k" in err
+
+
+def test_commands_other_than_serve_do_not_import_fastapi() -> None:
+    """``hiera serve`` registers with every command: its defaults must come without FastAPI (~0.4 s to import)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from hiera.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'fastapi' not in sys.modules, 'fastapi imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from hiera.cli.serve import exposure_warning, is_loopback
 from hiera.retrieve.bm25 import Bm25Retriever
-from hiera.serve import api
+from hiera.serve import api, guard
 
 KEY = "s3cret-key-0123456789"
 SEARCH = "/search?q=worker+bees&retriever=bm25&k=3"
@@ -60,14 +60,14 @@ def test_the_page_and_the_api_description_stay_public(keyed: TestClient) -> None
 
 def test_key_is_compared_in_constant_time(keyed: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = api.hmac.compare_digest
-    monkeypatch.setattr(api.hmac, "compare_digest", lambda a, b: calls.append((a, b)) or real(a, b))
+    real = guard.hmac.compare_digest
+    monkeypatch.setattr(guard.hmac, "compare_digest", lambda a, b: calls.append((a, b)) or real(a, b))
     assert keyed.get("/health", headers={"X-API-Key": "nope"}).status_code == 401
     assert calls == [(b"nope", KEY.encode())]
 
 
 def test_key_from_the_environment(collection_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(api.API_KEY_ENV, KEY)
+    monkeypatch.setenv(guard.API_KEY_ENV, KEY)
     with TestClient(api.create_app(collection_dir, warmup=False)) as c:
         assert c.get("/health").status_code == 401
         assert c.get("/health", headers={"X-API-Key": KEY}).status_code == 200
@@ -104,7 +104,7 @@ def client_plain(collection_dir: Path) -> Iterator[TestClient]:
 
 
 def test_request_body_limit(client_plain: TestClient) -> None:
-    big = b"x" * (api.MAX_BODY_BYTES + 1)
+    big = b"x" * (guard.MAX_BODY_BYTES + 1)
     r = client_plain.request("GET", SEARCH, content=big)
     assert r.status_code == 413 and "the limit is 65536" in _one_line_detail(r)
 

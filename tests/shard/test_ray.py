@@ -51,7 +51,7 @@ def _get(url: str, timeout: float = 30.0) -> tuple[int, Any]:
 def served(ray3: Path, ray_head: dict) -> Any:
     from ray import serve
 
-    from hiera.shard.serve import deploy
+    from hiera.serve.ray import deploy
 
     url = deploy(ray3, port=ray_head["http_port"], shard_cpus=0, router_cpus=0, app_options={"api_key": ""},
                  name="hiera-test")

@@ -49,7 +49,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Open the collection (errors surface before the port is taken), then run uvicorn."""
     import uvicorn
 
-    from hiera.serve.api import API_KEY_ENV, create_app
+    from hiera.serve.api import create_app
+    from hiera.serve.guard import API_KEY_ENV
 
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
@@ -61,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning(warning)
         print(f"hiera: warning: {warning}", file=sys.stderr, flush=True)
     if args.engine == "ray":
-        from hiera.shard.serve import serve_forever
+        from hiera.serve.ray import serve_forever
 
         return serve_forever(
             Path(args.index), args.ray_address, host=args.host, port=args.port, replicas=args.replicas,
@@ -97,7 +98,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(add: AddCommand) -> None:
-    from hiera.serve.api import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
+    # from guard, not api: every hiera command registers serve, and only serve should import FastAPI
+    from hiera.serve.guard import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
 
     sp = add("serve", cmd_serve, "serve a collection over HTTP: JSON search API and a web page")
     sp.add_argument("index", metavar="DIR", help="collection directory (built with `hiera build`)")

@@ -4,8 +4,14 @@
 it with uvicorn. The collection and every retriever are opened once per
 process, so a request only pays for its own search.
 
+``api`` (the app and its routes) stands on ``service`` (the collection and its
+retrievers), ``params`` (query parameters from the registry), ``guard`` (the
+limits, the API key and body limit) and ``pool`` (searches with a deadline);
+none of them imports ``api``. ``ray`` serves a sharded build with Ray Serve
+behind the same app; ``cli`` is the command.
+
 ``create_app`` is imported lazily: every ``hiera`` command imports
-``hiera.serve.cli`` to register ``serve``, and none but ``serve`` should pay
+``hiera.cli.serve`` to register ``serve``, and none but ``serve`` should pay
 for importing FastAPI.
 """
 

@@ -5,9 +5,10 @@ statistics), ``build`` (``hiera build --shards N``), ``engine`` (in-process or
 Ray: Ray Data encoding, Ray tasks per shard), ``shard`` (one shard's indexes
 behind a small primitive API), ``merge`` (per-shard top-k → global top-k),
 ``collection`` (a :class:`~hiera.collection.Collection` whose indexes fan out
-over shards), ``serve`` (Ray Serve: a router plus one deployment per shard),
-``check`` (``hiera check`` of shards).
+over shards), ``check`` (``hiera check`` of shards). Serving a sharded build
+with Ray Serve (a router plus one deployment per shard) is
+:mod:`hiera.serve.ray`: this package imports nothing from :mod:`hiera.serve`.
 
-Nothing here imports Ray at import time: only the Ray engine and Ray Serve do,
-when they are used.
+Nothing here imports Ray at import time: only the Ray engine does, when it is
+used.
 """

@@ -1,0 +1,246 @@
+"""What a server loads once: the collection, one retriever per method, and the document view.
+
+The :class:`~hiera.collection.Collection` and one instance of every retriever
+are created once, when the app is made, so a request only pays for its own
+search and a wrong directory or a stale index fails at start-up; the slow
+loading (FAISS, BM25 matrices, encoder weights) happens in
+:meth:`Service.warmup`, which the app's lifespan runs before uvicorn accepts
+connections, so the first search is as fast as the hundredth. A build swapped
+in later is picked up by :meth:`Service.refresh` without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hiera.builds import open_collection
+from hiera.collection import Collection
+from hiera.corpus.tree import Document, Passage, Section
+from hiera.errors import HieraError
+from hiera.index.publish import live_build_dir
+from hiera.retrieve import get_retriever
+from hiera.retrieve.protocol import Retriever
+from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, READERS
+from hiera.version import __version__
+
+log = logging.getLogger("hiera.serve")
+
+MAX_LINKS = 200
+
+
+class Service:
+    """What the app loads once: the collection, its retrievers and what they can serve."""
+
+    def __init__(
+        self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16",
+        opener: Callable[..., Collection] = open_collection, reader: Path | None = None,
+    ) -> None:
+        """``opener(root, vectors=…)`` opens the collection (Ray Serve's router passes one whose shards are remote).
+
+        ``reader``: a reader directory (``hiera train-reader``) for ``/answer``; loaded before the collection,
+        so a wrong directory fails at start-up.
+        """
+        self.root = Path(root)
+        self.reader = None
+        if reader is not None:
+            from hiera.read.reader import Reader
+
+            self.reader = Reader(reader)
+        self.vectors = vectors
+        self.opener = opener
+        self.reranker = None
+        self.rerank_depth = rerank_depth
+        if reranker is not None:
+            from hiera.crossencoder import MAX_DEPTH, Reranker
+
+            if not 1 <= rerank_depth <= MAX_DEPTH:
+                raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
+            self.reranker = Reranker(reranker)
+        self.warm = False
+        self.limits: dict[str, Any] = {}  # the server's own limits, shown by /health
+        self.stale: str | None = None  # why searches are refused until the next build, if they are
+        self._reload_lock = threading.Lock()
+        self._checked = time.monotonic()
+        self._serve(self.opener(self.root, vectors=vectors))
+
+    def _serve(self, col: Collection) -> None:
+        """Serve ``col``: one retriever per method its build can serve (a reference swap, so requests see one build)."""
+        built = col.built
+        missing = {n: sorted(set(s.requires) - built) for n, s in METHODS.items()}
+        available = [n for n in METHODS if not missing[n]]
+        retrievers: dict[str, Retriever] = {n: get_retriever(n, col) for n in available}
+        self.col, self.missing, self.available, self.retrievers = col, missing, available, retrievers
+
+    def refresh(self, every: float = 1.0) -> None:
+        """Pick up a build swapped in since the last look (``hiera build``/``add``), without a restart.
+
+        At most one look a second: a readlink and the corpus version. The new
+        build is opened and warmed while the old one keeps answering. If
+        documents were ingested but not yet built, searches are refused with a
+        message saying so until a build arrives (the old index no longer
+        describes the corpus).
+        """
+        now = time.monotonic()
+        if now - self._checked < every or not self._reload_lock.acquire(blocking=False):
+            return
+        try:
+            self._checked = now
+            live = live_build_dir(self.root)
+            if live is not None and live != self.col.build_dir:
+                try:
+                    col = self.opener(self.root, vectors=self.vectors)
+                except HieraError as e:
+                    self.stale = f"the collection changed and its new index cannot be served ({e})"
+                    log.warning("%s", self.stale)
+                    return
+                if self.warm:
+                    col.warmup()
+                self._serve(col)
+                log.info("now serving build %s of %s", col.build_dir.name, self.root)
+            version = self.col.store.version
+            self.stale = None if version == self.col.manifest.corpus_version else (
+                f"documents were ingested into {self.root.name} after its index was built; "
+                f"searches resume once `hiera build {self.root}` finishes"
+            )
+        finally:
+            self._reload_lock.release()
+
+    def warmup(self) -> None:
+        """Load every index and model and run one search per retriever (numba, BLAS, caches)."""
+        t = time.perf_counter()
+        self.col.warmup()
+        for name, r in self.retrievers.items():
+            try:
+                r.search("warm up", k=1)
+            except HieraError as e:  # e.g. a default doc stage whose index is missing
+                log.warning("warm-up of %s failed: %s", name, e)
+        self.warm = True
+        log.info("warmed up %s in %.1f s", self.root, time.perf_counter() - t)
+
+    def retriever(self, name: str, rerank: bool = False) -> Retriever:
+        if rerank:
+            if self.reranker is None:
+                raise HieraError("this server was started without a reranker (hiera serve DIR --rerank MODEL)")
+            from hiera.retrieve.rerank import RerankRetriever
+
+            return RerankRetriever(self.retriever(name), self.reranker, depth=self.rerank_depth)
+        if name in self.retrievers:
+            return self.retrievers[name]
+        valid = ", ".join(self.available)
+        if name in self.missing:
+            raise HieraError(
+                f"retriever {name!r} needs the {' and '.join(self.missing[name])} index, which this collection "
+                f"was built without; valid: {valid}"
+            )
+        raise HieraError(f"unknown retriever {name!r}; valid: {valid}")
+
+    def health(self) -> dict[str, Any]:
+        m = self.col.manifest
+        return {
+            "status": "ok",
+            "version": __version__,
+            "collection": self.root.name,
+            "build": self.col.build_dir.name,
+            "stale": self.stale,
+            "warm": self.warm,
+            "stats": self.col.store.stats(),
+            "models": {level: {"name": info.get("name"), "fingerprint": str(info.get("fingerprint", ""))[:12],
+                              "backend": m.backend(level)}
+                       for level, info in m.models.items()},
+            "retrievers": list(self.available),
+            "search_device": self.col.search_device,
+            "defaults": dict(m.defaults),
+            "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},
+            "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},
+            "reranker": None
+            if self.reranker is None
+            else {"name": self.reranker.name, "threshold": self.reranker.threshold, "weight": self.reranker.weight,
+                  "depth": self.rerank_depth},
+            "reader": None if self.reader is None else {"name": self.reader.name, "params": _jsonable(self.reader.defaults)},
+            "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS, **self.limits},
+        }
+
+    def methods(self) -> list[dict[str, Any]]:
+        """The registry with this collection's effective defaults and what each method lacks here."""
+        out = []
+        for name, spec in METHODS.items():
+            r = self.retrievers.get(name)
+            defaults = r.defaults if r is not None else {**spec.defaults(), **self.col.method_defaults(name)}
+            out.append({**spec.to_json(_jsonable(defaults)), "available": r is not None, "missing": self.missing[name]})
+        for spec in READERS.values():  # kind "reader": /answer's parameters; missing when served without --reader
+            defaults = self.reader.defaults if self.reader is not None else spec.defaults()
+            out.append({**spec.to_json(_jsonable(defaults)), "available": self.reader is not None,
+                        "missing": [] if self.reader is not None else ["reader"]})
+        return out
+
+    def answerer(self) -> Any:
+        if self.reader is None:
+            raise HieraError("this server was started without a reader (hiera serve DIR --reader DIR)")
+        return self.reader
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in d.items()}
+
+
+# -- documents ---------------------------------------------------------------
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def document_payload(service: Service, doc: Document) -> dict[str, Any]:
+    """The title tree with each section's passages, as the web page's side panel shows it.
+
+    Passages are stored in the order the splitter walked the tree (pre-order,
+    lead first), so they are handed out to sections in that same walk. A
+    passage must also be text of its section: two sibling sections with the
+    same title share a section path, and only the text tells them apart.
+    """
+    store = service.col.store
+    queue: deque[Passage] = deque(p for _, p in store.iter_passages([doc.id]))
+
+    def take(path: tuple[str, ...], paragraphs: Sequence[str]) -> list[dict[str, str]]:
+        leaf = _norm(" ".join(paragraphs))
+        out = []
+        while queue and queue[0].section_path == path and _norm(queue[0].text) in leaf:
+            p = queue.popleft()
+            out.append({"id": p.id, "text": p.text})
+        return out
+
+    toc: list[dict[str, Any]] = []
+
+    def walk(sections: list[Section], path: tuple[str, ...], depth: int) -> list[dict[str, Any]]:
+        nodes = []
+        for s in sections:
+            p = (*path, s.title)
+            toc.append({"depth": depth, "title": s.title, "path": list(p)})
+            node: dict[str, Any] = {"title": s.title, "level": s.level, "path": list(p), "passages": take(p, s.paragraphs)}
+            node["sections"] = walk(s.children, p, depth + 1)
+            nodes.append(node)
+        return nodes
+
+    lead_passages = take((), doc.lead)
+    sections = walk(doc.sections, (), 1)
+    row = next(store.iter_docs([doc.id]), None)
+    out: dict[str, Any] = {
+        "id": doc.id,
+        "title": doc.title,
+        "summary": row.summary if row is not None else doc.summary(),
+        "lead": list(doc.lead),
+        "lead_passages": lead_passages,
+        "toc": toc,
+        "sections": sections,
+        "categories": list(doc.categories),
+        "links": list(doc.links[:MAX_LINKS]),
+        "links_total": len(doc.links),
+        "aliases": list(doc.aliases),
+    }
+    if queue:  # the tree and the stored passages disagree; show them rather than lose them
+        out["other_passages"] = [{"id": p.id, "text": p.text, "section_path": list(p.section_path)} for p in queue]
+    return out
