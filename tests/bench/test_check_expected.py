@@ -1,11 +1,13 @@
 """The reproduction checker: setups then commands, figures within tolerance pass, drift or a missing figure fails;
-claims (comparisons of figures) pass or fail the run the same way, and a malformed one is refused at load; and every
-command in the shipped ``bench/expected.yaml`` names something that exists and parses."""
+claims (comparisons of figures) pass or fail the run the same way, and a malformed one is refused at load; every
+command in the shipped ``bench/expected.yaml`` names something that exists and parses, and every shipped claim
+quotes its README and holds on the recorded values."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -283,3 +285,26 @@ def test_shipped_hiera_commands_parse() -> None:
         assert e["path"][0] in retrievers, e["id"]
         assert e.get("setup"), f"{e['id']}: an eval needs a setup that builds its collection"
 
+
+def _normalized(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def test_shipped_claims_quote_their_readme_and_hold_on_the_expected_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every claim is well-formed (load validates it), reads two figures or more, quotes a sentence of README.md or
+    bench/README.md word for word, and holds on the figures' recorded ``expected:`` values: the file agrees with
+    itself, without running a benchmark."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from bench.check_expected import bound_text, expression, figures_of, holds, load, value_of
+
+    figures, claims = load(EXPECTED)
+    assert len(claims) >= 20
+    expected = {e["id"]: float(e["expected"]) for e in figures}
+    readmes = {name: _normalized((REPO / name).read_text(encoding="utf-8")) for name in ("README.md", "bench/README.md")}
+    for c in claims:
+        source, _, quote = c.get("says", "").partition(": ")
+        assert source in readmes and quote, f"{c['id']}: says must be 'README.md: …' or 'bench/README.md: …'"
+        assert _normalized(quote.strip('"')) in readmes[source], f"{c['id']}: not in {source}: {quote}"
+        assert len(figures_of(expression(c))) >= 2, c["id"]
+        value = value_of(expression(c), expected)
+        assert holds(c, value), f"{c['id']}: {value} is not {bound_text(c)}"
