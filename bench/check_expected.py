@@ -110,7 +110,10 @@ def expression(claim: Mapping[str, Any]) -> dict[str, Any]:
 def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The file's figures and claims, validated: every figure has its keys, ids are unique (figures and claims share
     one namespace, so ``--only`` selects both), and every claim has one form over known figure ids and a bound."""
-    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise SpecError(f"not YAML: {' '.join(str(err).split())}") from err
     if not isinstance(spec, dict) or not isinstance(spec.get("figures"), list):
         raise SpecError("no figures: list")
     figures, claims = spec["figures"], spec.get("claims") or []
@@ -138,7 +141,7 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                             f"{', '.join(BOUNDS)})")
         forms = [k for k in c if k in FORMS]
         if len(forms) != 1:
-            raise SpecError(f"{where}: needs exactly one of {', '.join(FORMS)}, has {forms or 'none'}")
+            raise SpecError(f"{where}: needs exactly one of {', '.join(FORMS)}, has {', '.join(forms) or 'none'}")
         _check_expression(expression(c), where, figure_ids)
         bounds = [k for k in c if k in BOUNDS]
         if not bounds:
@@ -196,7 +199,8 @@ def main() -> int:
     ap.add_argument("--file", type=Path, default=REPO / "bench" / "expected.yaml")
     ap.add_argument("--no-run", action="store_true", help="compare the JSON already written; run nothing")
     ap.add_argument("--commands", action="store_true", help="print the setups and commands a run would execute, then stop")
-    ap.add_argument("--only", default=None, help="only entries whose id starts with this")
+    ap.add_argument("--only", default=None,
+                    help="only figures and claims whose id starts with this (a claim brings the figures it reads)")
     args = ap.parse_args()
     try:
         figures, claims = load(args.file)
