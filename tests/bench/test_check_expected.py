@@ -1,10 +1,13 @@
 """The reproduction checker: setups then commands, figures within tolerance pass, drift or a missing figure fails;
-and every command in the shipped ``bench/expected.yaml`` names something that exists and parses."""
+claims (comparisons of figures) pass or fail the run the same way, and a malformed one is refused at load; every
+command in the shipped ``bench/expected.yaml`` names something that exists and parses, and every shipped claim
+quotes its README and holds on the recorded values."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -111,6 +114,114 @@ def test_python_and_hiera_resolve_next_to_the_interpreter(monkeypatch: pytest.Mo
     assert argv_of("hiera eval d --set lam=1") == [str(Path(sys.executable).with_name("hiera")), "eval", "d", "--set", "lam=1"]
 
 
+# -- claims ---------------------------------------------------------------------------------------------------
+def _claims_spec(tmp_path: Path, values: dict[str, float], claims: list[dict[str, Any]], **json_of: str) -> Path:
+    """One figure per entry of ``values`` (expected = the value, so none drifts), each from its own command and
+    reading ``results.json`` (``json_of`` moves a figure to another file); ``claims`` as given."""
+    files: dict[str, dict[str, float]] = {}
+    figures = []
+    for fid, v in values.items():
+        name = json_of.get(fid, "results.json")
+        files.setdefault(name, {})[fid] = v
+        figures.append({"id": fid, "command": f"python -c 'print({fid!r})'", "json": str(tmp_path / name),
+                        "path": [fid], "expected": v, "tolerance": 0.01})
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    path = tmp_path / "expected.yaml"
+    path.write_text(yaml.safe_dump({"figures": figures, "claims": claims}, sort_keys=False))
+    return path
+
+
+def _row(stdout: str, row_id: str) -> list[str]:
+    """The cells of the table row whose id is ``row_id``."""
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines() if line.startswith("|")]
+    return next(r for r in rows if r[0] == row_id)
+
+
+SINGLES = {"linking": 0.75, "bm25": 0.60, "dense": 0.72, "hybrid": 0.65}
+OVER_BEST = {"id": "linking/claim/over-best-single",
+             "difference": ["linking", {"max_of": ["bm25", "dense", "hybrid"]}]}
+
+
+def test_a_claim_that_holds_passes(tmp_path: Path) -> None:
+    spec = _claims_spec(tmp_path, SINGLES, [{"id": "c/ahead", "difference": ["linking", "bm25"], "at_least": 0.05}])
+    r = _run(spec, "--no-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _row(r.stdout, "c/ahead") == ["c/ahead", "≥ 0.05", "claim", "0.15", "ok"]
+    assert "5 ok, 0 drifted, 0 of 1 claims failed" in r.stdout
+
+
+def test_a_claim_that_does_not_hold_fails_the_run(tmp_path: Path) -> None:
+    spec = _claims_spec(tmp_path, SINGLES, [{"id": "c/ahead", "difference": ["linking", "bm25"], "at_least": 0.2}])
+    r = _run(spec, "--no-run")
+    assert r.returncode == 1
+    assert _row(r.stdout, "c/ahead")[-1] == "FAIL"
+    assert "4 ok, 0 drifted, 1 of 1 claims failed" in r.stdout  # every figure is where it should be: the claim fails
+
+
+def test_max_of_compares_with_the_best_operand(tmp_path: Path) -> None:
+    """linking − max(bm25, dense, hybrid) is 0.75 − 0.72 (dense, not the first operand)."""
+    r = _run(_claims_spec(tmp_path, SINGLES, [{**OVER_BEST, "at_least": 0.03}]), "--no-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _row(r.stdout, OVER_BEST["id"])[3] == "0.03"
+    r = _run(_claims_spec(tmp_path, SINGLES, [{**OVER_BEST, "at_least": 0.05}]), "--no-run")
+    assert r.returncode == 1 and _row(r.stdout, OVER_BEST["id"])[-1] == "FAIL"
+
+
+def test_a_claim_over_a_missing_figure_fails(tmp_path: Path) -> None:
+    spec = _claims_spec(tmp_path, SINGLES, [{**OVER_BEST, "at_least": 0.0}])
+    (tmp_path / "results.json").write_text(json.dumps({k: v for k, v in SINGLES.items() if k != "dense"}))
+    r = _run(spec, "--no-run")
+    assert r.returncode == 1
+    assert _row(r.stdout, OVER_BEST["id"])[3:] == ["missing (dense)", "FAIL"]
+
+
+def test_only_selects_a_claim_with_the_figures_it_reads(tmp_path: Path) -> None:
+    claims = [{**OVER_BEST, "at_least": 0.0}, {"id": "other/claim", "difference": ["bm25", "hybrid"], "at_most": 0}]
+    spec = _claims_spec(tmp_path, {**SINGLES, "unrelated": 0.5}, claims, unrelated="other.json")
+    r = _run(spec, "--no-run", "--only", "linking/claim")
+    assert r.returncode == 0, r.stdout + r.stderr
+    ids = [line.split("|")[1].strip() for line in r.stdout.splitlines() if line.startswith("| ")][1:]
+    assert ids == ["linking", "bm25", "dense", "hybrid", OVER_BEST["id"]]
+    r = _run(spec, "--commands", "--only", "linking/claim")
+    assert r.returncode == 0 and [c.split("(")[1] for c in r.stdout.splitlines()] == [
+        "'linking')'", "'bm25')'", "'dense')'", "'hybrid')'"]
+    r = _run(spec, "--no-run", "--only", "other/")
+    assert r.returncode == 0 and "other/claim" in r.stdout and OVER_BEST["id"] not in r.stdout
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    ({"id": "c", "difference": ["linking", "nope"], "at_least": 0}, "claim c: unknown figure id 'nope'"),
+    ({"id": "c", "difference": ["linking", {"max_of": ["bm25", "nope"]}], "at_least": 0}, "unknown figure id 'nope'"),
+    ({"id": "c", "difference": ["linking", "bm25", "dense"], "at_least": 0}, "difference needs two operands"),
+    ({"id": "c", "max_of": ["linking"], "at_least": 0}, "max_of needs a list of at least two operands"),
+    ({"id": "c", "difference": ["linking", "bm25"]}, "states no bound"),
+    ({"id": "c", "difference": ["linking", "bm25"], "at_leats": 0}, "unknown key(s) at_leats"),
+    ({"id": "c", "difference": ["linking", "bm25"], "at_least": "0.05"}, "at_least must be a number"),
+    ({"id": "c", "difference": ["linking", "bm25"], "max_of": ["bm25", "dense"], "at_least": 0}, "exactly one of"),
+    ({"id": "bm25", "difference": ["linking", "bm25"], "at_least": 0}, "claim bm25: duplicate id"),
+])
+def test_a_malformed_claim_is_refused_before_anything_runs(tmp_path: Path, claim: dict[str, Any], message: str) -> None:
+    spec = _claims_spec(tmp_path, SINGLES, [claim])
+    (tmp_path / "results.json").unlink()
+    r = _run(spec)  # a plain run: it would execute the figures' commands if the file got past loading
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_bounds_and_nested_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+    from bench.check_expected import bound_text, holds, value_of
+
+    values = {"a": 0.954, "b": 0.958, "c": 0.5}
+    assert value_of({"difference": ["a", "b"]}, values) == -0.004  # not −0.0040000000000000036
+    assert value_of({"difference": [{"min_of": ["a", "b"]}, "c"]}, values) == 0.454
+    within = {"at_least": -0.005, "at_most": 0.005}
+    assert holds(within, -0.004) and not holds(within, -0.006) and bound_text(within) == "≥ -0.005 and ≤ 0.005"
+    assert holds({"at_least": 0}, 0.0) and not holds({"more_than": 0}, 0.0)
+    assert holds({"less_than": 0}, -0.03) and not holds({"less_than": 0}, 0.0)
+
+
 # -- the shipped file ---------------------------------------------------------------------------------------
 def _figures() -> list[dict[str, Any]]:
     return yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["figures"]
@@ -173,3 +284,27 @@ def test_shipped_hiera_commands_parse() -> None:
         assert e["json"] == f"{out}/results.json", e["id"]
         assert e["path"][0] in retrievers, e["id"]
         assert e.get("setup"), f"{e['id']}: an eval needs a setup that builds its collection"
+
+
+def _normalized(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def test_shipped_claims_quote_their_readme_and_hold_on_the_expected_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every claim is well-formed (load validates it), reads two figures or more, quotes a sentence of README.md or
+    bench/README.md word for word, and holds on the figures' recorded ``expected:`` values: the file agrees with
+    itself, without running a benchmark."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from bench.check_expected import bound_text, expression, figures_of, holds, load, value_of
+
+    figures, claims = load(EXPECTED)
+    assert len(claims) >= 20
+    expected = {e["id"]: float(e["expected"]) for e in figures}
+    readmes = {name: _normalized((REPO / name).read_text(encoding="utf-8")) for name in ("README.md", "bench/README.md")}
+    for c in claims:
+        source, _, quote = c.get("says", "").partition(": ")
+        assert source in readmes and quote, f"{c['id']}: says must be 'README.md: …' or 'bench/README.md: …'"
+        assert _normalized(quote.strip('"')) in readmes[source], f"{c['id']}: not in {source}: {quote}"
+        assert len(figures_of(expression(c))) >= 2, c["id"]
+        value = value_of(expression(c), expected)
+        assert holds(c, value), f"{c['id']}: {value} is not {bound_text(c)}"
