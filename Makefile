@@ -36,11 +36,13 @@ demo: $(STAMP)
 	$(BIN)/hiera demo
 
 # The browser test needs Debian's chromium; install it when we can (root), else it is skipped.
+# lint-imports checks the layers in pyproject.toml ([tool.importlinter]): a new import knot fails here.
 test: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) || \
 		echo "note: chromium not installed; the browser test will be skipped"
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q
 
 # Slow, real-data tests too (minutes).
@@ -49,6 +51,7 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
