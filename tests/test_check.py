@@ -44,7 +44,7 @@ def test_good_collections_pass(shared_root: Path, col: Path, capsys) -> None:
         assert rc == 0, lines
         assert lines == [f"{root}: OK ({len(check_collection(root))} checks)"]
     names = {f.check for f in check_collection(shared_root)}
-    assert {"store", "index", "manifest", "files", "version", "layout", "bm25", "dense"} <= names
+    assert {"store", "index", "manifest", "files", "version", "layout", "bm25", "dense", "names"} <= names
     data = json.loads(_json(capsys, shared_root))
     assert data["ok"] is True and data["errors"] == 0
     assert all(c["status"] == "ok" for c in data["checks"])
@@ -142,6 +142,17 @@ def test_inconsistent_layout_same_size(col: Path, capsys) -> None:
     rc, lines = _check(capsys, col, "--quick")
     assert rc == 1
     assert _failures(lines) == [f"FAIL layout: doc_offsets is not monotone from 0 to {offs[-1]}"]
+
+
+def test_name_table_that_disagrees_with_itself(col: Path, capsys) -> None:
+    """A name row pointing past the documents, written with the same size: checksums and the names check see it."""
+    path = col / "index" / "names" / "doc.npy"
+    doc = np.load(path)
+    doc[0] = 10_000
+    np.save(path, doc)
+    rc, lines = _check(capsys, col, "--quick")
+    assert rc == 1
+    assert _failures(lines) == ["FAIL names: a name points at no document"]
 
 
 def test_stale_index_and_leftovers_are_warnings(col: Path, capsys) -> None:

@@ -36,7 +36,7 @@ from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
 from hiera.index.publish import BUILDS, INDEX_LINK
-from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files
+from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files, check_names
 from hiera.io import loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
 
@@ -91,6 +91,8 @@ def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums:
     elif files_ok:
         _guard(c, "bm25", lambda: check_bm25(build_dir, manifest, c))
         _guard(c, "dense", lambda: check_dense(build_dir, manifest, c))
+    if files_ok:
+        _guard(c, "names", lambda: check_names(build_dir, manifest, c))
     _guard(c, "tuned", lambda: _check_tuned(build_dir, c))
     return
 

@@ -41,6 +41,7 @@ from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import TorchExactIndex, resolve_device
 from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.names import NameTable
 from hiera.index.publish import live_build_dir
 from hiera.spec import method
 
@@ -185,6 +186,8 @@ class Collection(Protocol):
     def check_method(self, name: str) -> None: ...
 
     def derived(self, key: str, make: Callable[[], T]) -> T: ...
+
+    def name_index(self) -> tuple[NameTable | None, VectorIndex | None]: ...
 
     def warmup(self) -> None: ...
 
@@ -366,6 +369,23 @@ class BuildView:
         """The document's title, a newline, then its full text."""
         return self.store.doc_fulltext(doc_id)
 
+    def name_index(self) -> tuple[NameTable | None, VectorIndex | None]:
+        """The build's name table and the FAISS index over its names' vectors (:mod:`hiera.index.names`).
+
+        ``(None, None)`` for a build made without one (before 2026-11-24, or ``--no-names``);
+        the index is ``None`` when the build has no dense vectors. Loaded once, memory-mapped.
+        """
+        return self.derived("hiera.index.names", self._load_names)
+
+    def _load_names(self) -> tuple[NameTable | None, VectorIndex | None]:
+        record = self.manifest.names
+        if not record:
+            return None, None
+        cfg = Bm25Config.from_dict(self.manifest.bm25) if self.manifest.bm25 else None
+        table = NameTable(self.build_dir, record, cfg, mmap=self.mmap)
+        path = self.build_dir / "dense" / "names.faiss"
+        return table, (load_faiss(path, self.mmap) if path.exists() else None)
+
     def warmup(self) -> None:
         _ = (self.passage_rows, self.doc_rows, self.doc_offsets, self.passage_doc)
         if self.has_dense:
@@ -377,7 +397,7 @@ VIEW_MEMBERS = (
     "root", "build_dir", "manifest", "store", "mmap", "vectors", "n_docs", "n_passages", "has_dense", "built",
     "models", "faiss_types", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
     "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
-    "method_defaults", "derived",
+    "method_defaults", "derived", "name_index",
 )
 
 

@@ -157,6 +157,8 @@ MANIFEST = Obj(
         "models": Obj({"passage": MODEL_INFO, "doc": MODEL_INFO}),
         "faiss": Map(Str(nonempty=True)),
         "defaults": Map(Map()),
+        "names": Obj({"rows": Int(min=0), "documents": Int(min=0), "keys": Int(min=0), "has_prior": BOOL,
+                      "bm25": BOOL, "dense": BOOL}, required=frozenset({"rows", "documents"})),
         "files": Map(Int(min=0)),
         "checksums": Map(Str(nonempty=True)),
         "versions": Map(),

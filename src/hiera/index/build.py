@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.names import name_rows, write_names
 from hiera.index.publish import publish
 from hiera.spec import METHODS, method, resolve_doc_stage
 
@@ -70,6 +72,7 @@ class BuildOptions:
     engine: str = "local"  # sharded builds: "local" (in-process) or "ray" (Ray tasks, Ray Data encoding)
     ray_address: str | None = None  # engine "ray": "auto", an address, or None for a local Ray
     workers: int | None = None  # engine "ray": encoding actors (default: the cluster's CPUs)
+    names: bool = True  # the name table the linking pipeline searches (hiera.index.names)
 
     @classmethod
     def from_manifest(cls, m: Manifest) -> BuildOptions:
@@ -86,6 +89,7 @@ class BuildOptions:
             opts.doc_factory = m.faiss.get("doc", "Flat")
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
         opts.shards = len(m.shards)
+        opts.names = bool(m.names)
         return opts
 
 
@@ -168,6 +172,50 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
     return manifest
 
 
+def write_name_index(out: Path, store: CorpusStore, corpus: Corpus, opts: BuildOptions, encoder: Encoder | None,
+                     previous_dir: Path | None = None, previous: Manifest | None = None) -> dict[str, Any]:
+    """``names/`` and, with an encoder (the document encoder), the names' vectors and their FAISS index.
+
+    Every writer calls this on the build's top directory: names are global, a
+    sharded build keeps one table. A name the previous build already encoded
+    with the same model and backend is copied from it (``hiera add`` encodes
+    only new names), the rest goes through the embedding cache.
+    """
+    rows = name_rows([d.title for d in corpus.docs], store.iter_aliases(), store.iter_doc_links())
+    record = write_names(out, [d.title for d in corpus.docs], rows, opts.bm25_config if opts.bm25 else None)
+    record["dense"] = encoder is not None
+    if encoder is not None and rows.names:
+        (out / "dense").mkdir(exist_ok=True)
+        vecs = np.zeros((len(rows.names), encoder.dim), dtype=np.float32)
+        todo = np.ones(len(rows.names), dtype=bool)
+        old = _previous_name_vectors(previous_dir, previous, encoder)
+        if old:
+            for i, name in enumerate(rows.names):
+                v = old.get(name)
+                if v is not None:
+                    vecs[i], todo[i] = v, False
+        idx = np.flatnonzero(todo)
+        if len(idx):
+            fresh = encoder.encode_document([rows.names[i] for i in idx], progress=opts.progress, desc="encode names")
+            vecs[idx] = fresh.astype(np.float16)  # rounded as the matrix stores them (see _vectors)
+        save_matrix(out / "dense" / "names.f16.npy", vecs)
+        save_faiss(build_faiss(vecs, opts.doc_factory), out / "dense" / "names.faiss")
+    return record
+
+
+def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None, enc: Encoder) -> dict[str, np.ndarray]:
+    """Name → its vector in the previous build, when that build encoded names with ``enc``'s model and backend."""
+    if previous_dir is None or previous is None or not (previous.names or {}).get("dense"):
+        return {}
+    if not _same_vectors(previous, "doc", enc, sharded_ok=True):
+        return {}
+    from hiera.index.names import NAMES_DIR, StringTable
+
+    names = StringTable.load(previous_dir / NAMES_DIR, "names")
+    mat = np.load(previous_dir / "dense" / "names.f16.npy", mmap_mode="r")
+    return {names[i]: np.asarray(mat[i], dtype=np.float32) for i in range(len(names))}
+
+
 def build(
     root: str | Path,
     options: BuildOptions | None = None,
@@ -245,6 +293,11 @@ def _build_into(
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
         manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
         log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
+    if opts.names:
+        t = time.perf_counter()
+        manifest.names = write_name_index(out, store, corpus, opts, d_enc if opts.dense else None, previous_dir,
+                                          previous)
+        log(f"names: {manifest.names['rows']} names of {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     manifest.write(out)
     return manifest
 
@@ -279,9 +332,13 @@ def _vectors(
     return out
 
 
-def _same_vectors(previous: Manifest, level: str, enc: Encoder) -> bool:
-    """Whether the previous build's ``level`` vectors are what ``enc`` would make: same model, same backend."""
-    return (not previous.shards and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint
+def _same_vectors(previous: Manifest, level: str, enc: Encoder, sharded_ok: bool = False) -> bool:
+    """Whether the previous build's ``level`` vectors are what ``enc`` would make: same model, same backend.
+
+    A sharded build keeps its passage and document vectors in its shards (not
+    at the top, where this writer looks), but its names at the top.
+    """
+    return ((sharded_ok or not previous.shards) and previous.models.get(level, {}).get("fingerprint") == enc.fingerprint
             and previous.backend(level) == enc.backend)
 
 

@@ -126,3 +126,31 @@ def check_dense(build_dir: Path, m: Manifest, c: Checks) -> None:
         c.error("dense", "; ".join(problems))
         return
     c.ok("dense", f"FAISS and float16 matrices: {m.passages} passages, {m.documents} documents")
+
+
+def check_names(build_dir: Path, m: Manifest, c: Checks) -> None:
+    """The name table's arrays agree with each other and with the manifest; its vectors, one per name."""
+    if not m.names:
+        return
+    from hiera.index.names import NAMES_DIR, StringTable
+
+    d = build_dir / NAMES_DIR
+    rows, problems = int(m.names.get("rows", -1)), []
+    sizes = {"names": len(StringTable.load(d, "names")), "keys": len(StringTable.load(d, "keys")),
+             "doc.npy": len(np.load(d / "doc.npy", mmap_mode="r")), "kind.npy": len(np.load(d / "kind.npy", mmap_mode="r")),
+             "key_hash.npy": len(np.load(d / "key_hash.npy", mmap_mode="r"))}
+    problems += [f"{name} has {n} rows, the manifest {rows}" for name, n in sizes.items() if n != rows]
+    titles = len(StringTable.load(d, "titles"))
+    if titles != m.documents or len(np.load(d / "prior.npy", mmap_mode="r")) != m.documents:
+        problems.append(f"titles/prior cover {titles} documents, the manifest {m.documents}")
+    if rows > 0 and len(np.load(d / "doc.npy", mmap_mode="r")) == rows:
+        docs = np.load(d / "doc.npy", mmap_mode="r")
+        if int(docs.min()) < 0 or int(docs.max()) >= m.documents:
+            problems.append("a name points at no document")
+    vec = build_dir / "dense" / "names.f16.npy"
+    if m.names.get("dense") and vec.exists() and len(np.load(vec, mmap_mode="r")) != rows:
+        problems.append(f"{vec.name} does not hold one vector per name")
+    if problems:
+        c.error("names", "; ".join(problems))
+        return
+    c.ok("names", f"{rows} names of {m.documents} documents" + (", with vectors" if m.names.get("dense") else ""))

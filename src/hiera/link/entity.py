@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from hiera.link.mentions import Mention
-from hiera.link.normalize import normalize
 from hiera.link.titles import TitleIndex, TitleMatch
 from hiera.score.fusion import by_max
+from hiera.text import name_key
 
 KIND_WEIGHT = {"entity": 1.0, "quoted": 1.0, "capitalized": 0.9, "noun-chunk": 0.6, "bridge": 1.0}
 NAME_LIKE = frozenset({"entity", "quoted", "capitalized", "bridge"})
@@ -94,11 +94,11 @@ class EntityLinker:
 
         raw: list[tuple[Mention, TitleMatch, float]] = []
         for m in mentions:
-            key = normalize(m.text)
+            key = name_key(m.text)
             for tm in self.lookup(m, (mention_vectors or {}).get(m.text)):
                 match = tm.score
                 if tm.via in ("bm25", "dense"):
-                    match = PARTIAL * fuzz.token_set_ratio(key, normalize(tm.name)) / 100.0
+                    match = PARTIAL * fuzz.token_set_ratio(key, name_key(tm.name)) / 100.0
                 if match >= MIN_MATCH:
                     raw.append((m, tm, match * KIND_WEIGHT.get(m.kind, 0.6)))
         if not raw:

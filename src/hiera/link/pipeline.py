@@ -44,10 +44,10 @@ from hiera.link.entity import Candidate, EntityLinker
 from hiera.link.event import EventHit, EventLinker
 from hiera.link.mentions import Mention, MentionDetector
 from hiera.link.nlp import SpacyModel
-from hiera.link.normalize import normalize
 from hiera.link.titles import TitleIndex
 from hiera.results import TraceStep
 from hiera.score.fusion import Ranked, by_max, rrf
+from hiera.text import name_key
 
 LINKER_KEY = "hiera.link.pipeline.Linker"
 EXPAND_FROM = 3  # entity-linked and event-linked documents whose names open the implicit bridge hop
@@ -314,10 +314,10 @@ class Linker:
         best, _ = topk(sc, 1)
         passage = col.passages_at(cand[best])[0]
         labels = set(answer_type.split("|")) if answer_type else set()
-        qkey = normalize(question)
+        qkey = name_key(question)
         options = []
         for ent in self.nlp(passage.text).ents:
-            key = normalize(ent.text)
+            key = name_key(ent.text)
             if not key or key in qkey or (labels and ent.label_ not in labels):
                 continue
             options.append((not self.titles.exact(ent.text), len(options), ent.text, ent.label_))

@@ -3,8 +3,11 @@
 Names of a document: its title, the title without its parenthetical qualifier
 ("Kiss and Tell (1945 film)" → "Kiss and Tell"), and every stored redirect
 alias that points at it (``aliases`` table of the corpus store). Keys are
-:func:`hiera.link.normalize.normalize`'d, so case, accents and punctuation
-never decide a match.
+:func:`hiera.text.name_key`'d, so case, accents and punctuation never decide
+a match. The table is built with the index (:mod:`hiera.index.names`:
+memory-mapped rows, exact keys by binary search, BM25 over the names, the
+names' vectors in a FAISS index), so a search process encodes nothing but
+its query; a build made before it had that table gets one made in memory.
 
 The **prior** of a document is how often other documents link to it
 (``Document.links``, kept by the wikipedia-xml reader): ``log(1 + in-links)``
@@ -21,25 +24,25 @@ Lookups (each returns :class:`TitleMatch` with a score in [0, 1]):
   missing or extra word), score = ratio / 100 at or above ``cutoff``;
 * :meth:`bm25`: BM25 over the names (a partial mention: "Derrickson" for
   "Scott Derrickson"), divided by the best;
-* :meth:`dense`: cosine between a query vector and the passage encoder's
-  vectors of the names (encoded once, when first asked).
+* :meth:`dense`: cosine between a query vector and the document encoder's
+  vectors of the names (from the build; encoded once, when first asked, for
+  a table made in memory).
 """
 
 from __future__ import annotations
 
-import math
 import threading
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from hiera.index.bm25 import Bm25Index
+from hiera.index.dense import faiss_search
+from hiera.index.names import MemoryNames, NameTable
 from hiera.index.select import topk
-from hiera.link.normalize import base_name, normalize
 from hiera.score.fusion import by_max
+from hiera.text import name_key
 
 
 @dataclass(frozen=True)
@@ -54,65 +57,55 @@ class TitleMatch:
 
 
 class TitleIndex:
-    """Names → documents; see the module docstring for what is indexed and how it is searched."""
+    """Names → documents over a name table; see the module docstring for what is indexed and how it is searched.
 
-    def __init__(self, titles: list[str], aliases: Iterable[tuple[str, str]] = (), links: Iterable[list[str]] = ()) -> None:
-        self.titles = titles
-        by_title: dict[str, list[int]] = {}
-        for i, t in enumerate(titles):
-            by_title.setdefault(t, []).append(i)
-        entries: dict[str, dict[int, tuple[str, str]]] = {}  # key -> doc -> (name, kind); first kind wins
+    ``TitleIndex(titles, aliases, links)`` makes the table in memory;
+    :meth:`from_collection` uses the build's.
+    """
 
-        def add(name: str, doc: int, kind: str) -> None:
-            key = normalize(name)
-            if key:
-                entries.setdefault(key, {}).setdefault(doc, (name, kind))
-
-        for i, t in enumerate(titles):
-            add(t, i, "title")
-        for i, t in enumerate(titles):
-            b = base_name(t)
-            if b != t:
-                add(b, i, "base")
-        for alias, target in aliases:
-            for d in by_title.get(target, by_title.get(base_name(target), [])):
-                add(alias, d, "alias")
-        self._entries = entries
-        self.keys = list(entries)
-        self._rows = [(key, doc, name, kind) for key in self.keys for doc, (name, kind) in entries[key].items()]
-        inlinks: Counter[int] = Counter()
-        for targets in links:
-            for t in set(targets):
-                for d in by_title.get(t, ()):
-                    inlinks[d] += 1
-        self.has_prior = bool(inlinks)
-        top = math.log1p(max(inlinks.values())) if inlinks else 1.0
-        self.prior = np.array([math.log1p(inlinks.get(i, 0)) / top for i in range(len(titles))], dtype=np.float32)
-        self._bm25: Bm25Index | None = None
+    def __init__(self, titles: list[str] | None = None, aliases: Iterable[tuple[str, str]] = (),
+                 links: Iterable[list[str]] = (), *, table: NameTable | MemoryNames | None = None,
+                 vectors: Any = None) -> None:
+        self.table = table if table is not None else MemoryNames(titles or [], aliases, links)
+        self.titles = self.table.titles  # document titles in index order (a sequence, decoded on access)
+        self.prior = self.table.prior
+        self.has_prior = self.table.has_prior
+        self._index = vectors  # a FAISS-shaped index over the names' vectors (from the build), or None
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def from_collection(cls, col: Any) -> TitleIndex:
-        """Every document title of ``col`` (index order), its stored redirects and wikilinks."""
+        """The build's name table (with its vectors when the build is dense); made in memory for older builds."""
+        table, vectors = col.name_index()
+        if table is not None:
+            return cls(table=table, vectors=vectors)
         titles = [d.title for d in col.iter_docs()]
         return cls(titles, col.store.iter_aliases(), col.store.iter_doc_links())
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.table)
+
+    @property
+    def keys(self) -> list[str]:
+        return self.table.key_list
 
     # -- lookups ------------------------------------------------------------------------------
+    def _match(self, row: int, via: str, score: float) -> TitleMatch:
+        t = self.table
+        return TitleMatch(int(t.doc[row]), t.names[row], t.kind_name(row), via, score)
+
     def _matches(self, key: str, via: str, score: float) -> list[TitleMatch]:
-        return [TitleMatch(doc, name, kind, via, score) for doc, (name, kind) in self._entries.get(key, {}).items()]
+        return [self._match(r, via, score) for r in self.table.rows_of(key)]
 
     def exact(self, mention: str) -> list[TitleMatch]:
-        return self._matches(normalize(mention), "exact", 1.0)
+        return self._matches(name_key(mention), "exact", 1.0)
 
     def fuzzy(self, mention: str, limit: int = 5, cutoff: float = 88.0) -> list[TitleMatch]:
         """Names within rapidfuzz ``ratio`` ``cutoff`` of the mention (the exact key itself excluded)."""
         from rapidfuzz import fuzz, process
 
-        key = normalize(mention)
+        key = name_key(mention)
         if not key:
             return []
         found = process.extract(key, self.keys, scorer=fuzz.ratio, limit=limit + 1, score_cutoff=cutoff)
@@ -124,17 +117,23 @@ class TitleIndex:
 
     def bm25(self, text: str, k: int = 5) -> list[TitleMatch]:
         """BM25 over the names (one text per key and document), score divided by the best."""
-        with self._lock:
-            if self._bm25 is None:
-                self._bm25 = Bm25Index.build(name for _, _, name, _ in self._rows)
-        pos, sc = self._bm25.search(text, k)
-        sc = by_max(sc)
-        return [TitleMatch(self._rows[p][1], self._rows[p][2], self._rows[p][3], "bm25", float(s)) for p, s in zip(pos, sc, strict=True)]
+        index = self.table.bm25
+        if index is None:
+            return []
+        pos, sc = index.search(text, k)
+        return [self._match(int(p), "bm25", float(s)) for p, s in zip(pos, by_max(sc), strict=True)]
 
     def dense(self, encoder: Any, query_vector: np.ndarray, k: int = 5) -> list[TitleMatch]:
-        """Cosine of ``query_vector`` with ``encoder``'s vector of every name (encoded on first use)."""
-        with self._lock:
-            if self._vectors is None:
-                self._vectors = np.asarray(encoder.encode_document([name for _, _, name, _ in self._rows]), dtype=np.float32)
-        pos, sc = topk(self._vectors @ np.asarray(query_vector, dtype=np.float32), k)
-        return [TitleMatch(self._rows[p][1], self._rows[p][2], self._rows[p][3], "dense", float(s)) for p, s in zip(pos, sc, strict=True)]
+        """Cosine of ``query_vector`` with ``encoder``'s vector of every name (the build's, or encoded on first use)."""
+        q = np.asarray(query_vector, dtype=np.float32)
+        if self._index is not None:
+            ids, sc = faiss_search(self._index, q, k)
+            keep = ids[0] >= 0
+            pos, sc = ids[0][keep], sc[0][keep]
+        else:
+            with self._lock:
+                if self._vectors is None:
+                    names = [self.table.names[i] for i in range(len(self.table))]
+                    self._vectors = np.asarray(encoder.encode_document(names), dtype=np.float32)
+            pos, sc = topk(self._vectors @ q, k)
+        return [self._match(int(p), "dense", float(s)) for p, s in zip(pos, sc, strict=True)]

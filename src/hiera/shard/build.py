@@ -36,7 +36,15 @@ from hiera.corpus.store import CorpusStore
 from hiera.encode import Encoder
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config
-from hiera.index.build import BuildOptions, Corpus, checked_options, new_manifest, read_corpus, write_layout
+from hiera.index.build import (
+    BuildOptions,
+    Corpus,
+    checked_options,
+    new_manifest,
+    read_corpus,
+    write_layout,
+    write_name_index,
+)
 from hiera.index.dense import build_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import MANIFEST, SHARDS_DIR, Manifest, file_sha256, shard_name
 from hiera.index.publish import publish
@@ -92,6 +100,10 @@ def build_sharded_into(
     finally:
         engine.close()
     manifest.shards = entries
+    if opts.names:  # global, at the top of the build (the shards hold passages and documents only)
+        encoder = Encoder(opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir,
+                          backend=opts.backend) if opts.dense else None
+        manifest.names = write_name_index(out, store, corpus, opts, encoder, previous_dir, previous)
     manifest.write(out)
     log(f"{len(entries)} shards ({engine.name} engine) in {time.perf_counter() - t0:.1f}s")
     return manifest
