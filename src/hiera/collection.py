@@ -59,6 +59,8 @@ class Bm25Searcher(Protocol):
 
     def scores(self, query: str) -> np.ndarray: ...
 
+    def scores_at(self, query: str, positions: np.ndarray) -> np.ndarray: ...
+
 
 class VectorIndex(Protocol):
     """A FAISS index, or anything shaped like one (exact torch search, a sharded fan-out)."""
@@ -525,7 +527,7 @@ class LocalCollection:
 
     def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
         """BM25 scores of the passages at ``positions`` (DHR's hybrid passage stage)."""
-        return self.bm25_passages.scores(query)[positions]
+        return self.bm25_passages.scores_at(query, positions)
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

@@ -310,7 +310,7 @@ class Linker:
         cand = concat_ranges(col.doc_offsets[dpos], col.doc_offsets[dpos + 1])
         if len(cand) == 0:
             return None
-        sc = col.bm25_passages.scores(hop1)[cand]
+        sc = col.bm25_passages.scores_at(hop1, cand)
         best, _ = topk(sc, 1)
         passage = col.passages_at(cand[best])[0]
         labels = set(answer_type.split("|")) if answer_type else set()

@@ -173,7 +173,7 @@ class Bm25DhrRetriever(BaseRetriever):
         with timed(trace, "passage-stage", lam=lam) as step:
             starts, ends = col.doc_offsets[dpos], col.doc_offsets[dpos + 1]
             cand = concat_ranges(starts, ends)
-            pnorm = by_max(col.bm25_passages.scores(query)[cand])
+            pnorm = by_max(col.bm25_passages.scores_at(query, cand))
             per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
             final = dhr_score(pnorm, dsc[per_doc], lam)
             sel, fsc = topk(final, k)

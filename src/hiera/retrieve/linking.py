@@ -112,7 +112,7 @@ class LinkingRetriever(BaseRetriever):
         with timed(trace, "coarse-filter", coarse_depth=params["coarse_depth"]) as step:
             starts, ends = col.doc_offsets[linked.docs], col.doc_offsets[linked.docs + 1]
             cand = concat_ranges(starts, ends)
-            bm25 = col.bm25_passages.scores(query)[cand]
+            bm25 = col.bm25_passages.scores_at(query, cand)
             sel, bsc = topk(bm25, params["coarse_depth"])
             pos = cand[sel]
             lsc = np.array([link_score[int(d)] for d in col.passage_doc[pos]], np.float32)
@@ -141,7 +141,7 @@ class LinkingRetriever(BaseRetriever):
                     "rerank": probs[order], "rerank_rank": ranks_of(probs)[order]}
         with timed(trace, "coverage", hop_slot=params["hop_slot"], subquestion_slots=params["subquestion_slots"]) as step:
             subs = list(linked.per_text)[: int(params["subquestion_slots"])]
-            best = [(t, col.bm25_passages.scores(t)[cols["pos"]]) for t in subs]
+            best = [(t, col.bm25_passages.scores_at(t, cols["pos"])) for t in subs]
             ranked, moves, notes = coverage(col.passage_doc[cols["pos"]], linked.sources, int(params["hop_slot"]),
                                             [(t, int(np.argmax(b)) if len(b) and b.max() > 0 else None) for t, b in best])
             moved = col.passages_at(cols["pos"][np.array([m.pop("index") for m in moves], dtype=np.int64)])

@@ -44,6 +44,9 @@ class ShardServer:
     def bm25_scores(self, *a: Any) -> Any:
         return self.shard.bm25_scores(*a)
 
+    def bm25_scores_at(self, *a: Any) -> Any:
+        return self.shard.bm25_scores_at(*a)
+
     def faiss_search(self, *a: Any) -> Any:
         return self.shard.faiss_search(*a)
 

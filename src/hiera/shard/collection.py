@@ -60,6 +60,22 @@ class ShardedBm25:
     def scores(self, query: str) -> np.ndarray:
         return np.concatenate(self.fan.call("bm25_scores", [(self.kind, query)] * self.fan.n)).astype(np.float32)
 
+    def scores_at(self, query: str, positions: np.ndarray) -> np.ndarray:
+        """The scores of ``positions`` only: each shard scores its own, in its local positions."""
+        pos = np.asarray(positions, dtype=np.int64)
+        out = np.zeros(len(pos), dtype=np.float32)
+        if len(pos) == 0:
+            return out
+        bounds = np.asarray([*self.starts, self.size], dtype=np.int64)
+        owner = np.searchsorted(bounds, pos, side="right") - 1
+        args: list[tuple | None] = [
+            (self.kind, query, pos[owner == s] - bounds[s]) if (owner == s).any() else None for s in range(self.fan.n)
+        ]
+        for s, part in enumerate(self.fan.call("bm25_scores_at", args)):
+            if part is not None:
+                out[owner == s] = part
+        return out
+
 
 class ShardedFaiss:
     """A Flat FAISS index over all shards, shaped like one (``search`` returns (scores, ids))."""
@@ -282,7 +298,7 @@ class ShardedCollection:
     def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
         ahead = self._bm25_ahead.get(query, positions)
-        return ahead if ahead is not None else self.bm25_passages.scores(query)[positions]
+        return ahead if ahead is not None else self.bm25_passages.scores_at(query, positions)
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)

@@ -76,6 +76,9 @@ class Shard:
     def bm25_scores(self, kind: str, query: str) -> np.ndarray:
         return self._bm25[kind].scores(query)
 
+    def bm25_scores_at(self, kind: str, query: str, positions: np.ndarray) -> np.ndarray:
+        return self._bm25[kind].scores_at(query, positions)
+
     def faiss_search(self, kind: str, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return faiss_search(self._faiss[kind], queries, k)
 
