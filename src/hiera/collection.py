@@ -42,6 +42,7 @@ from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import TorchExactIndex, resolve_device
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import NameTable
+from hiera.index.profile import profile_of
 from hiera.index.publish import live_build_dir
 from hiera.spec import method
 
@@ -114,6 +115,9 @@ class Collection(Protocol):
 
     @property
     def faiss_types(self) -> dict[str, str]: ...
+
+    @property
+    def profile(self) -> str: ...
 
     @property
     def title_sep(self) -> str: ...
@@ -298,6 +302,11 @@ class BuildView:
         return self.manifest.faiss
 
     @property
+    def profile(self) -> str:
+        """The build profile (``small`` or ``large``, :mod:`hiera.index.profile`): the default method follows it."""
+        return profile_of(self.manifest.profile)
+
+    @property
     def title_sep(self) -> str:
         return self.store.title_sep
 
@@ -397,7 +406,7 @@ class BuildView:
 
 VIEW_MEMBERS = (
     "root", "build_dir", "manifest", "store", "mmap", "vectors", "n_docs", "n_passages", "has_dense", "built",
-    "models", "faiss_types", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
+    "models", "faiss_types", "profile", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
     "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
     "method_defaults", "derived", "name_index",
 )

@@ -159,6 +159,8 @@ MANIFEST = Obj(
         "defaults": Map(Map()),
         "names": Obj({"rows": Int(min=0), "documents": Int(min=0), "keys": Int(min=0), "has_prior": BOOL,
                       "bm25": BOOL, "dense": BOOL}, required=frozenset({"rows", "documents"})),
+        "profile": Obj({"name": STR, "asked": STR, "passages": Int(min=0), "threshold": Int(min=0), "why": STR},
+                       required=frozenset({"name"})),
         "files": Map(Int(min=0)),
         "checksums": Map(Str(nonempty=True)),
         "versions": Map(),

@@ -247,19 +247,26 @@ DOC_STAGES: dict[str, DocStageSpec] = {
         DocStageSpec("bm25-passage-max", "hiera.score.docstage:Bm25PassageMax", ("bm25",)),
         DocStageSpec("hybrid-max", "hiera.score.docstage:HybridMax", ("bm25", "dense")),
         DocStageSpec("fused", "hiera.score.docstage:Fused", ("bm25", "dense")),
+        DocStageSpec("doc-hybrid", "hiera.score.docstage:DocHybrid", ("bm25", "dense")),
         # the linking pipeline's documents (dense helps, BM25 is needed)
         DocStageSpec("linked", "hiera.retrieve.linking:LinkedStage", ("bm25",)),
     )
 }
 DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {n: s.needs for n, s in DOC_STAGES.items()}
 AUTO_STAGE = "auto"
+# What ``auto`` means on a build of the large profile (hiera.index.profile): a stage whose cost grows with the
+# number of documents, not passages (bench/scale_real.py measured the choice).
+LARGE_DOC_STAGE = "doc-hybrid"
 
 
-def resolve_doc_stage(name: str, bm25: bool, dense: bool) -> str:
-    """``auto`` → ``hybrid-max`` when both index kinds exist, else the best one they allow; checks needs."""
+def resolve_doc_stage(name: str, bm25: bool, dense: bool, profile: str = "small") -> str:
+    """``auto`` → the best stage the build serves (``hybrid-max``, or :data:`LARGE_DOC_STAGE` on a large build);
+    a named stage is checked against what the build has."""
     if name == AUTO_STAGE:
         if bm25 and dense:
-            return "hybrid-max"
+            return LARGE_DOC_STAGE if profile == "large" else "hybrid-max"
+        if profile == "large":
+            return "bm25" if bm25 else "mean"
         return "bm25-passage-max" if bm25 else "passage-max"
     if name not in DOC_STAGE_NEEDS:
         raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_NEEDS)}")
@@ -291,11 +298,13 @@ TOP_DOCS = Param(
 )
 DOC_STAGE = Param(
     "doc_stage", "str", AUTO_STAGE,
-    "DHR: how documents are scored in the first stage (auto: hybrid-max when BM25 and dense are built)",
+    "DHR: how documents are scored in the first stage (auto: hybrid-max when BM25 and dense are built; "
+    "doc-hybrid on a large-profile build)",
     choices=(AUTO_STAGE, *DOC_STAGE_NEEDS), choice_requires=DOC_STAGE_NEEDS,
 )
 DOC_ALPHA = Param(
-    "doc_alpha", "float", 0.35, "hybrid-max document stage: weight of BM25 (1 − doc_alpha weighs dense)",
+    "doc_alpha", "float", 0.35,
+    "hybrid document stages (hybrid-max, doc-hybrid): weight of BM25 (1 − doc_alpha weighs dense)",
     min=0.0, max=1.0, tunable=True, grid=tuple(round(0.05 * i, 2) for i in range(21)),
 )
 PASSAGE_ALPHA = Param(

@@ -24,6 +24,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         backend=args.backend,
         passage_factory=args.passage_index,
         doc_factory=args.doc_index,
+        profile=args.profile,
         bm25_config=Bm25Config(k1=args.bm25_k1, b=args.bm25_b),
         bm25_doc_text=args.bm25_doc_text,
         batch_size=args.batch_size,
@@ -43,6 +44,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def register(add: AddCommand) -> None:
     from hiera.backends import BACKENDS
     from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL
+    from hiera.index.profile import LARGE_AT, PROFILES
 
     sp = add("build", cmd_build, "build BM25 and dense indexes for a collection")
     sp.add_argument("index")
@@ -54,8 +56,13 @@ def register(add: AddCommand) -> None:
                     help="what runs the encoders: torch, or the model exported to ONNX Runtime (int8 too) or OpenVINO; "
                          "default auto: the fastest installed one within 0.5 points of torch's retrieval (onnx-int8 "
                          "where ONNX Runtime is); recorded in the manifest, and searches use it too")
-    sp.add_argument("--passage-index", default="Flat", help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …)")
-    sp.add_argument("--doc-index", default="Flat")
+    sp.add_argument("--profile", default="auto", choices=list(PROFILES),
+                    help=f"index types and the default method's settings: small (Flat indexes, the hybrid-max document "
+                         f"stage), large (HNSW32 indexes, a document-level stage: cost grows with documents, not "
+                         f"passages), auto (large from {LARGE_AT:,} passages); recorded in the manifest")
+    sp.add_argument("--passage-index", default=None,
+                    help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …); default: the profile's")
+    sp.add_argument("--doc-index", default=None, help="FAISS factory string of the document indexes; default: the profile's")
     sp.add_argument("--bm25-k1", type=float, default=0.9, help="BM25 term-frequency saturation")
     sp.add_argument("--bm25-b", type=float, default=0.4, help="BM25 length normalization")
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")

@@ -94,6 +94,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "bm25": m.bm25 is not None,
             "dense": {k: v["name"] for k, v in m.models.items()},
             "faiss": m.faiss,
+            "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": m.defaults,
         }
     if args.json:

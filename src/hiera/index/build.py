@@ -34,6 +34,7 @@ from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import name_rows, write_names
+from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
 from hiera.spec import METHODS, method, resolve_doc_stage
 
@@ -60,8 +61,10 @@ class BuildOptions:
     doc_encoder: str = DEFAULT_MODEL
     passage_encoder: str = DEFAULT_MODEL
     backend: str = DEFAULT_BACKEND  # what runs the encoders (hiera.backends); the manifest records it
-    passage_factory: str = "Flat"
-    doc_factory: str = "Flat"
+    # FAISS factory strings; None: the profile's (Flat for small, HNSW32 for large: hiera.index.profile)
+    passage_factory: str | None = None
+    doc_factory: str | None = None
+    profile: str = "auto"  # "auto" | "small" | "large": index types and the default method's settings follow it
     bm25_config: Bm25Config = field(default_factory=Bm25Config)
     bm25_doc_text: str = "fulltext"
     batch_size: int = 32
@@ -85,8 +88,9 @@ class BuildOptions:
             opts.doc_encoder = m.models["doc"]["path"]
             opts.passage_encoder = m.models["passage"]["path"]
             opts.backend = m.backend("passage")
-            opts.passage_factory = m.faiss.get("passage", "Flat")
+            opts.passage_factory = m.faiss.get("passage", "Flat")  # kept as built: hiera add appends to them
             opts.doc_factory = m.faiss.get("doc", "Flat")
+        opts.profile = str(m.profile.get("asked", "small")) if m.profile else "small"
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
         opts.shards = len(m.shards)
         opts.names = bool(m.names)
@@ -100,9 +104,12 @@ def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
     if not (opts.bm25 or opts.dense):
         raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
     opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
-    if store.stats()["passages"] == 0:
+    passages = int(store.stats()["passages"])
+    if passages == 0:
         raise BadInputError(f"{store.root} has no passages to index; ingest documents first")
-    return opts
+    prof = choose(opts.profile, passages)
+    pf, df = factories(prof, opts.passage_factory, opts.doc_factory, sharded=bool(opts.shards or opts.engine != "local"))
+    return replace(opts, passage_factory=pf, doc_factory=df)
 
 
 @dataclass
@@ -162,7 +169,8 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
     """
     rules = store.rules
     manifest = Manifest(corpus_version=store.version, documents=len(corpus.docs), passages=len(corpus.passage_rows),
-                        passage_rules=(rules.to_dict() if rules else {}))
+                        passage_rules=(rules.to_dict() if rules else {}),
+                        profile=choose(opts.profile, len(corpus.passage_rows)).to_dict())
     carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
     for table in (*carried, opts.defaults or {}):
         for name, params in table.items():

@@ -67,6 +67,8 @@ class Manifest:
     shard: dict[str, Any] = field(default_factory=dict)
     # the name table (hiera.index.names: rows, keys, documents, whether a prior and BM25 were built); {}: none
     names: dict[str, Any] = field(default_factory=dict)
+    # the build profile (hiera.index.profile): name, what was asked, passages, threshold, why; {}: made before profiles
+    profile: dict[str, Any] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)  # sha256 of every file (`hiera check` verifies them)
     versions: dict[str, str] = field(default_factory=library_versions)
@@ -75,7 +77,7 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        for key in ("shards", "shard", "names"):  # absent when empty: a manifest says only what the build has
+        for key in ("shards", "shard", "names", "profile"):  # absent when empty: a manifest says only what the build has
             if not d[key]:
                 del d[key]
         return d

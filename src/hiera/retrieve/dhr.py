@@ -59,7 +59,8 @@ class _Hierarchical(BaseRetriever):
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         out = super()._check_params(params)
         if "doc_stage" in out:  # "auto" → the best stage this build serves; a stage it cannot serve is refused
-            out["doc_stage"] = resolve_doc_stage(out["doc_stage"], "bm25" in self.col.built, self.col.has_dense)
+            out["doc_stage"] = resolve_doc_stage(out["doc_stage"], "bm25" in self.col.built, self.col.has_dense,
+                                                 self.col.profile)
         return out
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,14 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     α (``doc_alpha``, default 0.35, tuned on SQuAD train questions) keeps
     BM25's exact-term evidence and dense's paraphrase evidence on one scale;
     it is the best zero-shot stage on the pooled benchmark (bench/README.md).
+``doc-hybrid``
+    ``α · BM25 over documents / best + (1 − α) · mean-vector cosine``: both
+    sides are document-level (the document's full text for BM25, as built;
+    the normalized mean of its passage vectors, searched in its own FAISS
+    index), so its cost grows with the number of documents, not passages —
+    the ``auto`` stage of a large-profile build (:mod:`hiera.index.profile`).
+    Each side contributes its top ``max(200, 4 · top_docs)`` documents; one a
+    side misses gets that side's lowest score (the same policy as hybrid-max).
 ``fused``
     reciprocal-rank fusion (k = 60) of BM25 and dense passage-max (the two
     strongest stages on the pooled benchmark; fusing the weak summary and
@@ -206,9 +214,32 @@ class Fused(DocStage):
         return a.ids[idx], by_max(sc)
 
 
+class DocHybrid(DocStage):
+    """α · BM25 over documents / best + (1 − α) · mean-vector cosine (module docstring)."""
+
+    name = "doc-hybrid"
+    vectors = frozenset({"qp"})
+
+    def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``."""
+        depth = min(depth, col.n_docs)
+        bpos, bsc = col.bm25_docs.search(query, depth)
+        dpos, dsc = STAGES["mean"].top(col, query, ctx, depth)
+        a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
+        return a.ids, a.scores[0], a.scores[1]
+
+    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+        alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
+        docs, b, d = self.components(col, query, ctx, max(HYBRID_DEPTH, 4 * k))
+        if len(docs) == 0:
+            return docs, np.zeros(0, dtype=np.float32)
+        idx, fused = topk(mix(b, d, alpha), k)
+        return docs[idx], fused
+
+
 # The stages defined here, one shared (stateless) instance each; ``linked`` lives with the linking retriever.
 STAGES: dict[str, DocStage] = {
-    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused())
+    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused(), DocHybrid())
 }
 DOC_STAGES = tuple(DOC_STAGE_SPECS)
 

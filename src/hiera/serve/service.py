@@ -155,6 +155,7 @@ class Service:
                        for level, info in m.models.items()},
             "retrievers": list(self.available),
             "search_device": self.col.search_device,
+            "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": dict(m.defaults),
             "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},
             "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},

@@ -1,0 +1,83 @@
+"""Build profiles: chosen from the collection's size (or as asked), recorded in the manifest, followed by the indexes
+and by the default method's ``auto`` document stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helpers
+import pytest
+
+from hiera.builds import build_collection, open_collection
+from hiera.cli import main
+from hiera.errors import BadInputError
+from hiera.index.build import BuildOptions
+from hiera.index.profile import LARGE_AT, LARGE_FACTORY, choose, factories
+from hiera.retrieve import get_retriever
+from hiera.spec import LARGE_DOC_STAGE, resolve_doc_stage
+
+
+def test_auto_follows_the_size_and_an_explicit_choice_wins() -> None:
+    assert choose("auto", LARGE_AT - 1).name == "small" and choose("auto", LARGE_AT).name == "large"
+    assert "auto" in choose("auto", LARGE_AT).why and f"{LARGE_AT:,}" in choose("auto", 5).why
+    assert choose("large", 10).name == "large" and choose("small", 10**9).name == "small"
+    with pytest.raises(BadInputError, match="--profile must be one of"):
+        choose("huge", 10)
+
+
+def test_factories_follow_the_profile_unless_given_and_shards_stay_flat() -> None:
+    large, small = choose("large", 1), choose("small", 1)
+    assert factories(large, None, None, sharded=False) == (LARGE_FACTORY, LARGE_FACTORY)
+    assert factories(small, None, None, sharded=False) == ("Flat", "Flat")
+    assert factories(large, "IVF64,Flat", None, sharded=False) == ("IVF64,Flat", LARGE_FACTORY)
+    assert factories(large, None, None, sharded=True) == ("Flat", "Flat")  # exact merging needs Flat shards
+
+
+def test_auto_stage_follows_the_profile() -> None:
+    assert resolve_doc_stage("auto", True, True, "small") == "hybrid-max"
+    assert resolve_doc_stage("auto", True, True, "large") == LARGE_DOC_STAGE
+    assert resolve_doc_stage("auto", True, False, "large") == "bm25"
+    assert resolve_doc_stage("summary", True, True, "large") == "summary"  # a named stage is never replaced
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("profile") / "col"
+    opts = BuildOptions(progress=False, profile="large", cache_dir=helpers.session_cache_dir(tmp_path_factory),
+                        backend=helpers.SHARED_BACKEND)
+    return helpers.build_collection(root, helpers.make_docs(), opts)
+
+
+def test_a_large_build_records_its_profile_uses_hnsw_and_a_document_level_stage(large: Path, shared_root: Path) -> None:
+    col = open_collection(large)
+    assert col.profile == "large" and col.manifest.profile["asked"] == "large"
+    assert col.faiss_types == {"passage": LARGE_FACTORY, "doc": LARGE_FACTORY}
+    dhr = get_retriever("dhr", col)
+    assert dhr.defaults["doc_stage"] == LARGE_DOC_STAGE
+    res = dhr.search("How do plants turn sunlight into chemical energy?", k=3)
+    assert res.params["doc_stage"] == LARGE_DOC_STAGE and res.hits[0].doc_id == "photosynthesis"
+    small = open_collection(shared_root)  # six documents: auto chose small, as every build before profiles
+    assert small.profile == "small" and small.manifest.profile["asked"] == "auto"
+    assert get_retriever("dhr", small).defaults["doc_stage"] == "hybrid-max"
+    assert small.faiss_types == {"passage": "Flat", "doc": "Flat"}
+
+
+def test_the_same_documents_rank_alike_whatever_the_profile(large: Path, shared_root: Path) -> None:
+    """Six documents: HNSW finds every neighbour, so doc-hybrid on HNSW equals doc-hybrid on Flat."""
+    a = get_retriever("dhr", open_collection(large), doc_stage="doc-hybrid")
+    b = get_retriever("dhr", open_collection(shared_root), doc_stage="doc-hybrid")
+    for q in ("How do plants turn sunlight into energy?", "When did the Roman Empire fall?", "jazz improvisation"):
+        ra, rb = a.search(q, k=5), b.search(q, k=5)
+        assert [h.passage_id for h in ra] == [h.passage_id for h in rb]
+
+
+def test_stats_and_rebuild_keep_the_profile(large: Path, tmp_path: Path, capsys) -> None:
+    root = helpers.copy_collection(large, tmp_path / "col")
+    assert main(["stats", str(root), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["index"]["profile"]["name"] == "large" and stats["index"]["profile"]["why"] == "--profile large"
+    opts = BuildOptions.from_manifest(open_collection(root).manifest)
+    opts.progress = False
+    m = build_collection(root, opts, log=helpers.QUIET)  # what hiera add does: the build's own options again
+    assert m.profile["name"] == "large" and m.faiss == {"passage": LARGE_FACTORY, "doc": LARGE_FACTORY}
