@@ -1,38 +1,68 @@
 """Hierarchical at millions of passages (issue 33): the pooled corpus plus ≥ 1M real-text distractor passages.
 
-Parts (``--parts``, comma-separated, in this order):
+Parts (``--parts``, comma-separated, run in this order):
 
 ``prepare``
-    writes ``bench/work/scale_real/distractors-<N>.jsonl`` (:mod:`bench.distractors`:
-    sentences of documents no evaluation question is about, recombined, their
-    titles kept) and ingests the pooled corpus (``bench.pooled``) and the
-    distractors into ``bench/work/scale_real/real-<N>``; then builds it with
-    the default options, which fills the embedding cache once (≈ 3.5 h for
-    1M passages on 2 quiet cores with onnx-int8; interrupt and rerun to
-    resume: every encoded batch is cached). Later builds of any profile
-    reuse the cached vectors.
+    writes ``bench/work/scale_real/distractors-v<V>-<N>k-s<seed>.jsonl``
+    (:mod:`bench.distractors`: sentences of documents no evaluation question
+    is about, recombined, their titles kept), ingests the pooled corpus
+    (``bench.pooled``) and the distractors into ``real-<N>k`` and builds it
+    with ``--profile small`` (Flat indexes: flat exact dense, today's default
+    ``dhr``). This fills the embedding cache once (≈ 3.5 h for 1M passages
+    on 2 quiet cores with onnx-int8; interrupt and rerun to resume: every
+    encoded batch is cached); every later build reuses it.
+``large``
+    the same store, copied to ``real-<N>k-large``, built with ``--profile
+    large`` (HNSW32 indexes, the ``doc-hybrid`` default): no encoding, the
+    vectors come from the cache.
+``eval``
+    SQuAD dev (first 24 articles) questions, gold by passage id (so a copied
+    sentence cannot count as a hit): top-1/top-20 and p50/p95 latency of
+    ``bm25``, flat exact ``dense``, ``hybrid`` and today's default ``dhr``
+    on the small build, and the large build's default ``dhr`` (and its
+    stages as ablations); build seconds, index bytes and the peak RSS of a
+    process that opens the build and runs the method. Each method runs in a
+    fresh process, so its RSS is its own.
+``synthetic``
+    the large profile's default on ``--synthetic`` (5M) synthetic passages
+    (:mod:`bench.synthetic`: vectors pre-filled into a private cache): p50 /
+    p95 including query encoding and BM25, and the search process's peak RSS.
 
-Run from the repository root: ``nice python -m bench.scale_real --parts prepare``.
+Run from the repository root: ``nice python -m bench.scale_real --parts prepare,large,eval,synthetic``;
+writes ``bench/out/scale_real.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing as mp
+import random
+import resource
+import shutil
 import time
 from pathlib import Path
+from typing import Any
 
-from bench.common import WORK, data_dir
+from bench.common import OUT, WORK, Report, data_dir
 
 HERE = WORK / "scale_real"
 DEFAULT_PASSAGES = 1_000_000
+TIMES = HERE / "build_seconds.json"
 
 
-def collection_dir(passages: int) -> Path:
-    return HERE / f"real-{passages // 1000}k"
+def collection_dir(passages: int, profile: str = "small") -> Path:
+    return HERE / (f"real-{passages // 1000}k" + ("" if profile == "small" else f"-{profile}"))
+
+
+def _record_build(name: str, seconds: float) -> None:
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    times[name] = round(seconds, 1)
+    TIMES.write_text(json.dumps(times, indent=2))
 
 
 def prepare(passages: int, seed: int) -> Path:
-    """The store of pooled + distractors, built with the default options (the encode happens here)."""
+    """The store of pooled + distractors, built small (Flat): the encode happens here."""
     from bench.distractors import VERSION, write_jsonl
     from bench.pooled import pooled_sources
     from hiera.builds import build_collection
@@ -56,20 +86,181 @@ def prepare(passages: int, seed: int) -> Path:
                   f"({time.perf_counter() - t:.0f}s)", flush=True)
     if live_build_dir(root) is None:
         t = time.perf_counter()
-        build_collection(root, BuildOptions(progress=True))
+        build_collection(root, BuildOptions(progress=True, profile="small"))
+        _record_build("small", time.perf_counter() - t)
         print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
     return root
 
 
+def build_large(passages: int) -> Path:
+    """The same documents with the large profile (HNSW indexes): vectors from the cache, nothing encoded."""
+    from hiera.builds import build_collection
+    from hiera.corpus.store import STORE_FILE
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
+
+    small, root = collection_dir(passages), collection_dir(passages, "large")
+    if live_build_dir(root) is None:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        shutil.copy2(small / STORE_FILE, root / STORE_FILE)
+        t = time.perf_counter()
+        build_collection(root, BuildOptions(progress=True, profile="large"))
+        _record_build("large", time.perf_counter() - t)
+        print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
+    return root
+
+
+# -- one method in a process of its own -----------------------------------------------------------------------
+def _run_config(job: dict[str, Any], out: Any) -> None:
+    """Open the build, run the method over the questions, time single queries; send metrics and peak RSS."""
+    from hiera.builds import open_collection
+    from hiera.eval.questions import load_questions
+    from hiera.eval.run import evaluate_retriever
+    from hiera.models import passive_threads
+
+    passive_threads()
+    col = open_collection(job["root"])
+    qs = load_questions(job["questions"], "squad", rules=col.store.rules)
+    rng = random.Random(job["seed"])
+    qs = rng.sample(qs, min(job["n"], len(qs))) if job["n"] < len(qs) else qs
+    run = evaluate_retriever(col, job["method"], qs, ks=(1, 5, 20, 100), params=job["params"],
+                             latency_sample=job["latency"], progress=False)
+    out.put({"metrics": run.metrics, "params": {k: str(v) for k, v in run.params.items()},
+             "stage_ms": run.stage_ms, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def run_isolated(job: dict[str, Any]) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_run_config, args=(job, q))
+    p.start()
+    got = q.get()
+    p.join()
+    return got
+
+
+def index_bytes(root: Path) -> int:
+    from hiera.index.manifest import Manifest
+    from hiera.index.publish import live_build_dir
+
+    build = live_build_dir(root)
+    return sum(Manifest.read(build).files.values()) if build else 0
+
+
+def part_eval(args: argparse.Namespace, rep: Report) -> None:
+    small, large = collection_dir(args.passages), collection_dir(args.passages, "large")
+    questions = data_dir() / "squad" / "dev-v1.1.first24.json"
+    configs = [
+        ("bm25", small, "bm25", {}),
+        ("dense (flat exact)", small, "dense", {}),
+        ("hybrid", small, "hybrid", {}),
+        ("dhr: today's default (hybrid-max, Flat)", small, "dhr", {"doc_stage": "hybrid-max"}),
+        ("dhr: large default (auto)", large, "dhr", {}),
+        ("dhr: hybrid-max on the large build (HNSW)", large, "dhr", {"doc_stage": "hybrid-max"}),
+        ("dhr: bm25 documents on the large build", large, "dhr", {"doc_stage": "bm25"}),
+    ]
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    for label, root, method, params in configs:
+        if args.only and not any(o in label for o in args.only.split(",")):
+            continue
+        res = run_isolated({"root": str(root), "method": method, "params": params, "questions": str(questions),
+                            "n": args.questions, "seed": args.seed, "latency": args.latency})
+        m = res["metrics"]
+        profile = "large" if root == large else "small"
+        rep.add({
+            "method": label, "top1": round(100 * m.get("gold_passage_top1", 0), 1),
+            "top20": round(100 * m.get("gold_passage_top20", 0), 1),
+            "answer top1": round(100 * m.get("top1", 0), 1), "p50 ms": round(m.get("latency_ms_p50", 0), 1),
+            "p95 ms": round(m.get("latency_ms_p95", 0), 1), "peak RSS MB": round(res["peak_rss_mb"]),
+            "build s": times.get(profile, "–"), "index GB": round(index_bytes(root) / 1e9, 2),
+        }, result={**res, "root": str(root)}, key=label)
+
+
+def part_synthetic(args: argparse.Namespace, rep: Report) -> None:
+    """The large profile's default dhr at ``--synthetic`` synthetic passages: speed and memory only."""
+    import os
+
+    from bench.synthetic import SYNTHETIC_BACKEND, synthetic_collection
+    from hiera.builds import build_collection
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
+
+    base = HERE / f"syn-{args.synthetic}"
+    corpus, cache_dir, qs = synthetic_collection(base, args.synthetic, backend=SYNTHETIC_BACKEND)
+    if live_build_dir(corpus) is None:
+        t = time.perf_counter()
+        build_collection(corpus, BuildOptions(progress=True, profile="large", cache_dir=cache_dir,
+                                              backend=SYNTHETIC_BACKEND))
+        _record_build(f"synthetic-{args.synthetic}", time.perf_counter() - t)
+    os.environ["HIERA_CACHE_DIR"] = str(cache_dir)
+    res = run_synthetic_isolated({"root": str(corpus), "queries": qs[: args.latency]})
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    rep.add({"method": f"dhr: large default, {args.synthetic:,} synthetic passages", "top1": "–", "top20": "–",
+             "answer top1": "–", "p50 ms": round(res["p50"], 1), "p95 ms": round(res["p95"], 1),
+             "peak RSS MB": round(res["peak_rss_mb"]), "build s": times.get(f"synthetic-{args.synthetic}", "–"),
+             "index GB": round(index_bytes(corpus) / 1e9, 2)}, result=res, key=f"synthetic-{args.synthetic}")
+
+
+def _run_synthetic(job: dict[str, Any], out: Any) -> None:
+    import numpy as np
+
+    from hiera.builds import open_collection
+    from hiera.models import passive_threads
+    from hiera.retrieve import get_retriever
+
+    passive_threads()
+    col = open_collection(job["root"])
+    r = get_retriever("dhr", col)
+    r.search(job["queries"][0], k=10)  # warm: encoder, indexes, numba
+    ms, steps = [], {}
+    for q in job["queries"]:
+        t = time.perf_counter()
+        res = r.search(q, k=10)  # one query at a time, query encoding included
+        ms.append((time.perf_counter() - t) * 1000)
+        for s in res.trace:
+            steps.setdefault(s.name, []).append(s.ms)
+    out.put({"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "n": len(ms),
+             "doc_stage": r.defaults["doc_stage"], "steps_p50_ms": {k: float(np.median(v)) for k, v in steps.items()},
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def run_synthetic_isolated(job: dict[str, Any]) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_run_synthetic, args=(job, q))
+    p.start()
+    got = q.get()
+    p.join()
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="prepare")
+    ap.add_argument("--parts", default="prepare,large,eval")
     ap.add_argument("--passages", type=int, default=DEFAULT_PASSAGES, help="distractor passages (at least 1M for the issue)")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--questions", type=int, default=2000, help="SQuAD dev questions scored (a seeded sample)")
+    ap.add_argument("--latency", type=int, default=200, help="single queries timed per method")
+    ap.add_argument("--only", default="", help="eval: only the methods whose label contains one of these (comma list)")
+    ap.add_argument("--synthetic", type=int, default=5_000_000, help="synthetic passages for the speed part")
     args = ap.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    rep = Report("scale_real")
     if "prepare" in parts:
         prepare(args.passages, args.seed)
+    if "large" in parts:
+        build_large(args.passages)
+    if "eval" in parts:
+        part_eval(args, rep)
+    if "synthetic" in parts:
+        part_synthetic(args, rep)
+    if rep.rows:
+        rep.print(f"scale_real: pooled + {args.passages:,} distractor passages (gold by passage id)")
+        out = OUT / "scale_real.json"
+        old = json.loads(out.read_text()).get("results", {}) if out.exists() else {}
+        rep.results = {**old, **rep.results}
+        rep.write(passages=args.passages, questions=args.questions, latency_sample=args.latency)
 
 
 if __name__ == "__main__":

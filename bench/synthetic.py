@@ -44,7 +44,8 @@ def synthetic_collection(base: Path, n_passages: int, seed: int = 0,
     ``hiera build`` runs unchanged and encodes nothing; queries are MiniLM
     encodings of random words, meaningful for latency only (the quality of
     search at this scale is bench/scale.py's subject). The vectors are filed
-    under ``backend``'s cache key: build with that backend (``BuildOptions(backend=...)``)
+    under ``backend``'s cache key (passages, summaries and the titles the
+    name table encodes): build with that backend (``BuildOptions(backend=...)``)
     or the build encodes everything. Returns the corpus root, the cache
     directory and query texts; reused when present.
     """
@@ -101,6 +102,8 @@ def synthetic_collection(base: Path, n_passages: int, seed: int = 0,
         ptexts = c.passage_texts[offsets[a] : offsets[b]]
         items = [(text_hash(enc.document_prompt + s), v) for s, v in zip(ptexts, pv, strict=True)]
         items += [(text_hash(enc.document_prompt + s), v) for s, v in zip(summaries[a:b], dv, strict=True)]
+        # the name table's vectors (hiera.index.names): a synthetic title's is its document's
+        items += [(text_hash(enc.document_prompt + d.title), v) for d, v in zip(c.docs[a:b], dv, strict=True)]
         cache.put_many(items)
     cache.close()
     done.write_text(json.dumps({"passages": len(c.passage_texts), "documents": n_docs, "backend": backend,
