@@ -60,14 +60,14 @@ def test_second_writer_refused_then_stale_lock_cleared(fixtures) -> None:
     assert ok, message
 
 
-def test_failed_build_inside_add_rolls_the_ingest_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_failed_build_inside_add_rolls_the_ingest_back(bm25_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys) -> None:
     """``hiera add`` builds inside the ingest's transaction: a failing build leaves documents and index as they were."""
     from hiera.cli import main
     from hiera.index import build as build_mod
-    from hiera.index.build import BuildOptions
     from hiera.index.publish import live_build_dir
 
-    root = helpers.build_collection(tmp_path / "c", helpers.make_docs(), BuildOptions(dense=False, progress=False))
+    root = bm25_copy
     before, live = helpers.export_digest(root), live_build_dir(root)
     src = helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())
 

@@ -14,9 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from questdata import FakeClassifier, quest_collection
+from questdata import FakeClassifier
 
-from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.errors import HieraError
@@ -29,16 +28,6 @@ from hiera.sets.queries import gold_ids, load_set_queries, read_predictions
 from hiera.sets.tune import set_f1
 
 
-@pytest.fixture(scope="module")
-def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return quest_collection(data_dir, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def col(quest: dict) -> Collection:
-    return open_collection(quest["root"])
-
-
 def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetriever, FakeClassifier]:
     r = SetsRetriever(col, candidates=30, **params)
     fake = FakeClassifier(quest["descriptions"], col.store, zero)
@@ -46,12 +35,12 @@ def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetr
     return r, fake
 
 
-def test_end_to_end_on_real_queries(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest)
+def test_end_to_end_on_real_queries(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest)
     queries = load_set_queries(quest["queries"])
     results = r.batch_search([q.query for q in queries], k=50)
     for q, res in zip(queries, results, strict=True):
-        gold, missing = gold_ids(col.store, q)
+        gold, missing = gold_ids(quest_col.store, q)
         assert missing == 0
         assert res.answer_set is not None and res.level == "doc"
         assert set_f1(set(res.answer_set), gold) >= 0.8, (q.query, res.answer_set, gold)
@@ -76,15 +65,15 @@ def test_end_to_end_on_real_queries(col: Collection, quest: dict) -> None:
         for h in res.hits[:n]:
             positive = {c for c, role in roles.items() if role != "negative" and h.stages.get(c) and h.stages[c].score >= 0.5}
             assert set(h.support) == positive and h.evidence and h.passage_id == h.evidence[0]
-            text = col.store.doc_fulltext(h.doc_id)
+            text = quest_col.store.doc_fulltext(h.doc_id)
             assert all(s in text for s in h.support.values())
             assert "set" in h.stages and h.to_dict()["support"] == h.support
         assert all(h.support == {} for h in res.hits[n:])
     assert fake.pairs > 0
 
 
-def test_difference_trace_names_the_excluding_constraint(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_difference_trace_names_the_excluding_constraint(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("American physicists who were not chemists", k=30)
     algebra = next(s for s in res.trace if s.name == "set-algebra").detail
     negated = [e for e in algebra["excluded"] if any(b["kind"] == "negated" for b in e["by"])]
@@ -99,11 +88,11 @@ def test_difference_trace_names_the_excluding_constraint(col: Collection, quest:
     assert cands["chemists"]["union"] == 0 and per["chemists"]["scored"] <= cands["American physicists"]["union"]
 
 
-def test_empty_candidates_and_an_empty_side(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_empty_candidates_and_an_empty_side(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("Zyxwvut qqqjjj", k=10)  # nothing shares a word: no candidates, an empty set, no error
     assert res.answer_set == [] and res.hits == []
-    r, _ = fake_sets(col, quest, zero=["dancers"])
+    r, _ = fake_sets(quest_col, quest, zero=["dancers"])
     res = r.search("American singers who were also dancers", k=10)
     assert res.answer_set == []  # an intersection with an empty side is empty
     algebra = next(s for s in res.trace if s.name == "set-algebra").detail
@@ -112,16 +101,16 @@ def test_empty_candidates_and_an_empty_side(col: Collection, quest: dict) -> Non
     )
 
 
-def test_unparseable_query_falls_back_and_says_so(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_unparseable_query_falls_back_and_says_so(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("not dancers", k=5)
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["fallback"] and parse["template"] == "_" and "could not analyze" in parse["notes"][0]
     assert parse["constraints"] == ["not dancers"]
 
 
-def test_undecomposed_baseline_classifies_the_whole_query(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest, decompose=False)
+def test_undecomposed_baseline_classifies_the_whole_query(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest, decompose=False)
     res = r.search("English or Flemish painters", k=10)
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["constraints"] == ["English or Flemish painters"] and parse["template"] == "_"
@@ -129,8 +118,8 @@ def test_undecomposed_baseline_classifies_the_whole_query(col: Collection, quest
     assert list(per) == ["English or Flemish painters"] and per["English or Flemish painters"]["role"] == "query"
 
 
-def test_without_a_classifier_retrieval_scores_stand_in(col: Collection) -> None:
-    r = SetsRetriever(col, candidates=20)
+def test_without_a_classifier_retrieval_scores_stand_in(quest_col: Collection) -> None:
+    r = SetsRetriever(quest_col, candidates=20)
     res = r.search("German architects", k=5)
     cl = next(s for s in res.trace if s.name == "classify").detail
     assert cl["classifier"] is None and "--set classifier=DIR" in cl["note"]
@@ -140,8 +129,8 @@ def test_without_a_classifier_retrieval_scores_stand_in(col: Collection) -> None
         r.search("German architects", classifier="/nonexistent/classifier")
 
 
-def test_lead_coverage_is_the_lexical_evidence(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest)
+def test_lead_coverage_is_the_lexical_evidence(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest)
     plan = r.batch_plans(["German architects"])[0]
     lead = plan.lexical["German architects"]
     assert set(lead) == set(plan.scores["German architects"])  # every scored document has its evidence

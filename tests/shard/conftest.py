@@ -18,8 +18,6 @@ from pathlib import Path
 import helpers
 import pytest
 
-from hiera.builds import build_collection
-from hiera.corpus.store import CorpusStore
 from hiera.index.build import BuildOptions
 
 
@@ -30,11 +28,9 @@ def free_port() -> int:
 
 
 def make_collection(root: Path, cache: Path, **options: object) -> Path:
-    store = CorpusStore(root, create=True)
-    store.ingest(helpers.make_docs() + helpers.make_extra_docs())
-    store.close()
-    build_collection(root, BuildOptions(progress=False, cache_dir=cache, **options), log=lambda m: None)  # type: ignore[arg-type]
-    return root
+    """The shared and the extra documents, built with ``options`` (shards, engine) through the test helper."""
+    opts = BuildOptions(progress=False, cache_dir=cache, **options)  # type: ignore[arg-type]
+    return helpers.build_collection(root, helpers.make_docs() + helpers.make_extra_docs(), opts)
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from questdata import quest_collection
 
 from hiera.builds import open_collection
 from hiera.cli import main
+from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.retrieve.sets import SetsRetriever
 from hiera.sets.classifier import THRESHOLDS_FILE, SetClassifier
@@ -49,23 +49,17 @@ def test_classifier_args_are_checked() -> None:
     assert ClassifierArgs().check().max_length == 64
 
 
-@pytest.fixture(scope="module")
-def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return quest_collection(data_dir, tmp_path_factory)
-
-
-def test_units_from_real_queries(quest: dict) -> None:
+def test_units_from_real_queries(quest: dict, quest_col: Collection) -> None:
     from hiera.sets.queries import load_set_queries
 
-    col = open_collection(quest["root"])
-    units, stats = classifier_units(col, load_set_queries(quest["queries"]))
+    units, stats = classifier_units(quest_col, load_set_queries(quest["queries"]))
     assert stats["queries"] == 5 and stats["gold_titles_missing"] == 0
     # the parser's texts: "mathematicians born in the 19th century", not the annotation's "born in the 19th century"
     assert "mathematicians born in the 19th century" in units
     assert units["chemists"].negatives and not units["chemists"].positives
     assert units["American physicists"].positives
     # a union's gold documents go to the alternative BM25 prefers (Turner to the English painters)
-    assert col.store.resolve_title("J. M. W. Turner") in units["English painters"].positives
+    assert quest_col.store.resolve_title("J. M. W. Turner") in units["English painters"].positives
     assert units["German architects"].kind == "query"  # a one-atom query is its own unit
 
 

@@ -6,16 +6,15 @@ import json
 import shutil
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 
 from hiera.builds import open_collection
 from hiera.cli import main
-from hiera.corpus.ingest import ingest
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.eval.questions import load_questions
 from hiera.fetchhr.model import CONFIG_FILE, FetchHRModel
-from hiera.index.build import BuildOptions, build
 from hiera.index.dense import faiss_search
 from hiera.retrieve import get_retriever
 from hiera.train.fetchhr import FetchHRArgs, contrastive_loss, lr_lambda, train_fetchhr
@@ -33,9 +32,7 @@ def squad(data_dir: Path, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("fetchhr-squad")
     path = tmp / "squad-small.json"
     path.write_text(json.dumps(small))
-    root = tmp / "col"
-    ingest([path], "squad", root, progress=False)
-    build(root, BuildOptions(progress=False), log=lambda m: None)
+    root = helpers.build_collection(tmp / "col", files=[path], fmt="squad")
     col = open_collection(root)
     qs = load_questions(path, "squad", limit=QUESTIONS, rules=col.store.rules)
     return {"root": root, "questions": qs, "file": path, "col": col}
