@@ -66,6 +66,14 @@ def col(shared_root: Path) -> Collection:
     return open_collection(shared_root)
 
 
+@pytest.fixture(scope="session")
+def fetchhr(col: Collection):  # noqa: ANN201 - a FetchHRRetriever
+    """``fetchhr`` on the shared collection: the retriever, and the source of model-free per-layer query vectors."""
+    from hiera.retrieve import get_retriever
+
+    return get_retriever("fetchhr", col)
+
+
 @pytest.fixture
 def col_copy(shared_root: Path, tmp_path: Path) -> Path:
     """A private copy of the shared collection that a test may change."""
