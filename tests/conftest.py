@@ -19,6 +19,7 @@ import pytest
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.index.build import BuildOptions
+from hiera.retrieve import Retriever, get_retriever
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,10 +68,8 @@ def col(shared_root: Path) -> Collection:
 
 
 @pytest.fixture(scope="session")
-def fetchhr(col: Collection):  # noqa: ANN201 - a FetchHRRetriever
+def fetchhr(col: Collection) -> Retriever:
     """``fetchhr`` on the shared collection: the retriever, and the source of model-free per-layer query vectors."""
-    from hiera.retrieve import get_retriever
-
     return get_retriever("fetchhr", col)
 
 
