@@ -156,3 +156,18 @@ def tiny_reader(squad_tiny: tuple[Path, Path], tmp_path_factory: pytest.TempPath
                       save_steps=1000, progress=False, seed=3)
     train_reader(root, load_squad(qfile, rules=RULES), out, args, log=helpers.QUIET)
     return out
+
+
+@pytest.fixture(scope="session")
+def squad_article(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One SQuAD dev article's first paragraphs as a collection (dense and BM25), and their first 24 questions."""
+    from readdata import squad_article as write_article
+
+    from hiera.eval.questions import load_questions
+
+    tmp = tmp_path_factory.mktemp("squad-article")
+    path = write_article(data_dir, tmp / "squad-small.json")
+    root = helpers.build_collection(tmp / "col", files=[path], fmt="squad")
+    col = open_collection(root)
+    qs = load_questions(path, "squad", limit=24, rules=col.store.rules)
+    return {"root": root, "questions": qs, "file": path, "col": col}

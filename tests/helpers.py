@@ -718,6 +718,24 @@ def other_value(param, default):
     return f"{default}-other"
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``hiera ARGV`` run in-process: (exit code, stdout, stderr)."""
+    from hiera.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def running_server(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
     """uvicorn serving ``app`` on 127.0.0.1 and a port the OS picks, in a background thread; yields its URL."""
@@ -741,6 +759,18 @@ def running_server(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# the served collection (collection_dir): a key for the guarded app, a cheap search that finds something
+API_KEY = "s3cret-key-0123456789"
+BEE_SEARCH = "/search?q=worker+bees&retriever=bm25&k=3"
+
+
+def one_line_detail(r: Any) -> str:
+    """An HTTP error response's ``detail``: one line of text, never a traceback or an object."""
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and detail and "\n" not in detail, detail
+    return detail
 
 
 # headless Chromium for the browser tests (Debian's package; the tests skip without it)

@@ -3,28 +3,26 @@
 A fake classifier (reading each document's Wikidata description, which the
 gold sets come from) stands in for the trained cross-encoder, so these tests
 check the mechanics: parsing, candidates, classification scopes, set algebra,
-evidence and trace; tests/train/test_classifier.py runs a trained one.
+evidence and trace; tests/cli/test_train.py trains and runs a real one.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
 from questdata import FakeClassifier
 
-from hiera.cli import main
 from hiera.collection import Collection
 from hiera.errors import HieraError
 from hiera.retrieve.sets import SetsRetriever
 from hiera.sets.classifier import Thresholds
-from hiera.sets.expr import And, Atom, Diff, Or, evaluate, from_json
+from hiera.sets.expr import evaluate
 from hiera.sets.lexical import LEXICAL_EVIDENCE
 from hiera.sets.plan import roles_of
-from hiera.sets.queries import gold_ids, load_set_queries, read_predictions
+from hiera.sets.queries import gold_ids, load_set_queries
 from hiera.sets.tune import set_f1
 
 
@@ -154,37 +152,6 @@ def test_lead_coverage_is_the_lexical_evidence(quest_col: Collection, quest: dic
     res = r.search("German architects", k=5)
     classify = next(s for s in res.trace if s.name == "classify").detail
     assert classify["lexical_weight"] == 0.5 and classify["lexical_evidence"] == LEXICAL_EVIDENCE
-
-
-def test_roles_and_expressions() -> None:
-    e = Diff(And((Atom("a"), Atom("b"))), Or((Atom("c"), Atom("a"))))
-    assert roles_of(e) == {"a": "positive", "b": "conjunct", "c": "negative"}
-    assert roles_of(Atom("q"), decompose=False) == {"q": "query"}
-    assert from_json({"op": "atom", "text": "x", "span": []}) == Atom("x")
-
-
-def test_eval_format_quest_json_and_predictions(quest: dict, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "out"
-    rc = main(["eval", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
-               "--retrievers", "bm25-doc,sets", "--set-k", "5", "--set", "sets.candidates=20", "--json",
-               "--out", str(out), "--quiet"])
-    data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and set(data) == {"bm25-doc", "sets"}
-    keys = {"set_precision", "set_recall", "set_f1", *(f"recall@{k}" for k in (20, 50, 100, 1000)),
-            *(f"mrecall@{k}" for k in (20, 50, 100, 1000))}
-    for m in data.values():
-        assert keys <= set(m) and m["count"] == 5 and m["gold_titles_missing"] == 0
-        assert set(m["by_template"]) == {q.template for q in load_set_queries(quest["queries"])}
-        for block in m["by_template"].values():
-            assert keys <= set(block)
-        assert all(0 <= m[k] <= 1 for k in keys)
-    assert data["bm25-doc"]["predicted_set"] == "top-5" and data["bm25-doc"]["avg_set_size"] == 5
-    assert data["sets"]["predicted_set"] == "answer_set"
-    preds = read_predictions(out / "sets.sets.jsonl")
-    assert len(preds) == 5 and all(p.template for p in preds.values())
-    ranking = read_predictions(out / "bm25-doc.ranking.jsonl")
-    assert all(len(p.docs) >= 5 for p in ranking.values())
-    assert "| sets | all |" in (out / "results.md").read_text()
 
 
 @pytest.mark.parametrize("module", ["hiera.retrieve.sets", "hiera.sets.classifier", "hiera.eval.sets", "hiera.sets.tune", "hiera.sets.plan"])

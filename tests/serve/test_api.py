@@ -13,12 +13,14 @@ from urllib.parse import quote
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from helpers import API_KEY, BEE_SEARCH
 
 import hiera
 from hiera.backends import check_backend
 from hiera.encode import DEFAULT_BACKEND
 from hiera.index.exact import cuda_available
 from hiera.retrieve import RETRIEVERS
+from hiera.serve import api
 
 HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "support", "breadcrumb", "reason"}
 BEES = "What do worker bees do in the hive?"
@@ -323,16 +325,6 @@ def test_concurrent_requests_agree(client: TestClient) -> None:
         assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in expected[(q, name)]], abs=1e-5)
 
 
-# -- the command line ------------------------------------------------------------------
-def test_serve_command_is_registered_and_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hiera.cli import build_parser, main
-
-    args = build_parser().parse_args(["serve", str(tmp_path), "--port", "9", "--no-warmup"])
-    assert (args.index, args.host, args.port, args.no_warmup) == (str(tmp_path), "127.0.0.1", 9, True)
-    assert main(["serve", str(tmp_path / "missing")]) == 2
-    assert "not a hiera collection" in capsys.readouterr().err
-
-
 def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir: Path) -> None:
     """``hiera serve --vectors float32`` (matrices upcast in memory) answers exactly like the memory-mapped default."""
     from hiera.serve import create_app
@@ -343,3 +335,25 @@ def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir:
     want = client.get("/search", params=params).json()["hits"]
     assert [h["passage_id"] for h in got] == [h["passage_id"] for h in want] and got
     assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)
+
+
+# -- CORS (off unless one origin is allowed) ------------------------------------------------
+def test_cors_is_off_by_default(client_plain: TestClient) -> None:
+    r = client_plain.get("/health", headers={"Origin": "https://evil.example"})
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    pre = client_plain.options("/search", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
+    assert "access-control-allow-origin" not in pre.headers
+
+
+def test_cors_allows_one_origin(collection_dir: Path) -> None:
+    app = api.create_app(collection_dir, warmup=False, api_key=API_KEY, cors_origin="https://app.example")
+    with TestClient(app) as c:
+        # the preflight carries no key and must still be answered, for the one origin only
+        pre = c.options("/search", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET",
+                                            "Access-Control-Request-Headers": "authorization"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://app.example"
+        assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+        r = c.get(BEE_SEARCH, headers={"Origin": "https://app.example", "X-API-Key": API_KEY})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
+        other = c.get(BEE_SEARCH, headers={"Origin": "https://evil.example", "X-API-Key": API_KEY})
+        assert "access-control-allow-origin" not in other.headers
