@@ -1,4 +1,4 @@
-"""SQuAD answer normalization, exact match and token F1 (shared by the reader and its evaluation), on hand-checked cases."""
+"""SQuAD answer normalization, exact match and token F1 (the reader and its evaluation share them), hand-checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FetchHR's retriever: exclusion across layers, single-layer mode, budgets, errors (the fetchhr package: tests/fetchhr/)."""
+"""FetchHR's retriever: exclusion across layers, single-layer mode, budgets, errors (its package: tests/fetchhr/)."""
 
 from __future__ import annotations
 
