@@ -105,6 +105,7 @@ def test_full_pipeline_returns_a_complete_trace(hotpot_col: Collection, sample: 
 
 def test_link_weight_and_coverage(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     r = get_retriever("linking", hotpot_col)
+    position = {p.id: i for i, p in enumerate(hotpot_col.passages_at(np.arange(hotpot_col.n_passages)))}
     hops = subs = 0
     for q in sample[1]:
         plain = r.search(q["text"], k=30, link_weight=0.0, hop_slot=0, subquestion_slots=0)
@@ -126,11 +127,28 @@ def test_link_weight_and_coverage(hotpot_col: Collection, sample: tuple[Path, li
         else:
             assert [h.passage_id for h in slotted] == [h.passage_id for h in fused]
         seated = r.search(q["text"], k=30, hop_slot=0, subquestion_slots=2)
-        per_text = list(step(seated, "decomposition-linking")["per_text"])
-        for m in step(seated, "coverage")["moves"]:
-            subs += 1
-            assert m["why"] == "sub-question" and m["text"] in per_text[:2]
-            assert seated.hits[m["to_rank"] - 1].passage_id == m["passage_id"] or len(step(seated, "coverage")["moves"]) > 1
+        seats = list(step(seated, "decomposition-linking")["per_text"])[:2]
+        moves = step(seated, "coverage")["moves"]
+        assert all(m["why"] == "sub-question" and m["text"] in seats for m in moves)
+        # the seats, checked whether or not anything moved: every kept passage in the coarse order, each of the
+        # first two sub-questions' best one (BM25 of the sub-question, the first of equals) raised to rank 2, 3
+        coarse = [h.passage_id for h in r.search(q["text"], k=1000, hop_slot=0, subquestion_slots=0)]
+        assert len(coarse) == step(seated, "coarse-filter")["kept"]
+        kept, order = np.array([position[pid] for pid in coarse]), list(coarse)
+        expected_moves, best = 0, {}
+        for seat, text in enumerate(seats, start=1):
+            bm25 = hotpot_col.bm25_passages.scores(text)[kept]
+            if bm25.max() <= 0:  # nothing shares a word with it: no seat to give
+                continue
+            best[seat] = coarse[int(np.argmax(bm25))]
+            if order.index(best[seat]) > seat:
+                order.insert(seat, order.pop(order.index(best[seat])))
+                expected_moves += 1
+        got = [h.passage_id for h in seated]
+        assert all(got.index(pid) <= seat for seat, pid in best.items())  # at its seat (rank 2, 3) or above
+        assert got == order[:30]  # seats taken, everything else in the coarse order
+        assert len(moves) == expected_moves
+        subs += len(moves)
     assert hops >= 1 and subs >= 1  # on these questions both kinds of part are buried somewhere
 
 
