@@ -565,6 +565,12 @@ def export_digest(root: Path) -> str:
     return h.hexdigest()
 
 
+def nonblank_lines(path: Path) -> int:
+    """How many records a line-per-record file holds: what a loader must return, none lost and none invented."""
+    with path.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def write_jsonl(path: Path, docs: list[Document]) -> Path:
     path.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in docs), encoding="utf-8")
     return path

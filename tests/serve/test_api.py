@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import helpers
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -17,9 +18,11 @@ from helpers import API_KEY, BEE_SEARCH
 
 import hiera
 from hiera.backends import check_backend
+from hiera.builds import open_collection
+from hiera.corpus.store import CorpusStore
 from hiera.encode import DEFAULT_BACKEND
 from hiera.index.exact import cuda_available
-from hiera.retrieve import RETRIEVERS
+from hiera.retrieve import RETRIEVERS, get_retriever
 from hiera.serve import api
 
 HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "support", "breadcrumb", "reason"}
@@ -33,6 +36,11 @@ def client(app: FastAPI) -> Iterator[TestClient]:
         yield c
 
 
+def dhr_defaults(root: Path) -> dict[str, Any]:
+    """``dhr``'s parameters on the collection at ``root``, as the Python library resolves them."""
+    return get_retriever("dhr", open_collection(root)).defaults
+
+
 def _search(client: TestClient, **params: Any) -> dict[str, Any]:
     r = client.get("/search", params=params)
     assert r.status_code == 200, r.text
@@ -41,14 +49,15 @@ def _search(client: TestClient, **params: Any) -> dict[str, Any]:
 
 # -- /search ----------------------------------------------------------------------
 class TestSearch:
-    def test_dhr_hits_carry_every_field(self, client: TestClient) -> None:
+    def test_dhr_hits_carry_every_field(self, client: TestClient, collection_dir: Path) -> None:
         r = client.get("/search", params={"q": BEES, "k": 5})
         assert r.status_code == 200
         assert float(r.headers["X-Process-Time-Ms"]) >= 0
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
+        # the parameters it ran with: the library's for this collection, "auto" resolved to the stage it chose
+        assert body["params"] == dhr_defaults(collection_dir) and body["params"]["doc_stage"] == "hybrid-max"
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
@@ -272,13 +281,14 @@ class TestDocuments:
 
 # -- /health and / -------------------------------------------------------------------
 class TestHealthAndPage:
-    def test_health(self, client: TestClient) -> None:
+    def test_health(self, client: TestClient, collection_dir: Path) -> None:
         r = client.get("/health")
         assert r.status_code == 200
         h = r.json()
         assert h["status"] == "ok" and h["warm"] is True
-        assert h["stats"]["documents"] == 5
-        assert h["stats"]["passages"] == 29
+        stored = CorpusStore(collection_dir).stats()
+        assert (h["stats"]["documents"], h["stats"]["passages"]) == (stored["documents"], stored["passages"])
+        assert h["stats"]["documents"] == len(helpers.make_page_docs())
         assert h["retrievers"] == list(RETRIEVERS)
         assert h["defaults"] == {}
         assert set(h["models"]) == {"doc", "passage"}
@@ -286,7 +296,7 @@ class TestHealthAndPage:
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
             assert m["backend"] == check_backend(DEFAULT_BACKEND)  # what ran the encoders (the queries' too)
         assert h["search_device"] == ("cuda" if cuda_available() else "faiss")
-        assert h["retriever_params"]["dhr"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
+        assert h["retriever_params"]["dhr"] == dhr_defaults(collection_dir)
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 
     def test_page_and_assets(self, client: TestClient) -> None:
