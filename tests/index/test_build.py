@@ -1,4 +1,4 @@
-"""Index builds: the manifest, refusal of mismatched or stale indexes, atomic swap, incremental add."""
+"""Index builds: the manifest, refusal of mismatched or stale indexes, incremental add (publishing: test_publish.py)."""
 
 from __future__ import annotations
 
@@ -27,20 +27,6 @@ from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
 from hiera.retrieve import get_retriever
 
 QUERIES = list(helpers.TOPIC_QUERIES.items())[:6]
-
-
-def _results(col: Collection, names=("bm25", "dense", "dhr", "bm25-dhr")) -> dict:
-    """Passage ids and scores of a few searches (one batch per retriever: few encoder calls)."""
-    out = {}
-    qs = [q for _, q in QUERIES[:3]]
-    for name in names:
-        for q, res in zip(qs, get_retriever(name, col).batch_search(qs, k=5), strict=True):
-            out[(name, q)] = [(h.passage_id, round(h.score, 5)) for h in res]
-    return out
-
-
-def _builds(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / BUILDS).iterdir())
 
 
 @pytest.fixture(scope="session")
@@ -210,65 +196,6 @@ def test_build_refuses_bad_requests(col_copy: Path, tmp_path: Path) -> None:
         build(empty, BuildOptions(progress=False), log=helpers.QUIET)
     with pytest.raises(IndexMissingError):
         build(tmp_path / "not-a-collection", BuildOptions(progress=False), log=helpers.QUIET)
-
-
-# -- atomic swap -----------------------------------------------------------
-def test_interrupted_build_leaves_the_old_index_working(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    old_dir = live_build_dir(col_copy)
-    old_builds = _builds(col_copy)
-    old = open_collection(col_copy)
-    expected = _results(old)
-
-    calls = []
-    real_save = build_mod.save_faiss
-
-    def save_then_interrupt(index, path):
-        calls.append(path.name)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        real_save(index, path)
-
-    monkeypatch.setattr(build_mod, "save_faiss", save_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        build(col_copy, BuildOptions(progress=False), log=helpers.QUIET)
-    assert calls == ["passages.faiss", "docs.faiss"]
-
-    assert live_build_dir(col_copy) == old_dir
-    assert _builds(col_copy) == old_builds
-    assert not list((col_copy / BUILDS).glob("*.partial"))
-    assert _results(old) == expected  # the open collection is untouched
-    assert _results(open_collection(col_copy)) == expected  # and it still opens
-
-
-def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    old_dir = live_build_dir(col_copy)
-    expected = _results(open_collection(col_copy), names=("bm25", "dense", "dhr"))
-    leftover = col_copy / BUILDS / "19990101-000000-1.partial"  # what a killed build leaves behind
-    leftover.mkdir()
-    (leftover / "junk").write_text("x", encoding="utf-8")
-
-    # The rebuild runs in the same second, in the same process, as the live build:
-    # its directory name must not collide with the live one.
-    stamp, pid = old_dir.name.rsplit("-", 1)
-    assert pid == str(os.getpid())
-    monkeypatch.setattr(build_mod.time, "strftime", lambda *a: stamp)
-    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
-    new_dir = live_build_dir(col_copy)
-    assert new_dir != old_dir and not old_dir.exists()
-    assert _builds(col_copy) == [new_dir.name]
-    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)  # once more
-    assert _builds(col_copy) == [live_build_dir(col_copy).name]
-    monkeypatch.undo()
-    assert _results(open_collection(col_copy), names=("bm25", "dense", "dhr")) == expected
-
-
-def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:
-    old_dir = live_build_dir(col_copy)
-    with pytest.raises(BadInputError, match="FAISS"):
-        build(col_copy, BuildOptions(progress=False, passage_factory="NoSuchIndex42"), log=helpers.QUIET)
-    assert live_build_dir(col_copy) == old_dir
-    assert _builds(col_copy) == [old_dir.name]
-    open_collection(col_copy).warmup()
 
 
 # -- incremental add ---------------------------------------------------------
