@@ -1,8 +1,11 @@
-"""A tiny hand-written collection shared by the index, retrieve and CLI tests.
+"""What the tests share: hand-written documents, the one way to build a test collection, small tools.
 
 Six documents on unrelated topics, each with a lead and nested sections, are
 ingested and built once per test session (``shared_collection``); tests that
-mutate a collection copy the built directory instead of rebuilding it.
+mutate a collection copy the built directory instead of rebuilding it. Every
+other test collection is made by :func:`build_collection` (documents and/or
+files in any reader's format, then a local or sharded build); the fixtures
+that hold them are in tests/conftest.py.
 """
 
 from __future__ import annotations
