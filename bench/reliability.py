@@ -20,7 +20,9 @@ invariant checked after each trial:
 Kills land at a uniformly random time over the whole clean-run duration on
 even trials, and at a random time after the command starts writing (a
 journal file or a ``builds/*.partial`` directory appears) on odd trials, so
-the interesting window is hit often. ``hiera train`` and ``train-reranker``
+the interesting window is hit often. A kill counts only if it ended the
+process (exit by SIGKILL): one that comes after the command exited is retried
+with half the delay, then none, and the trial fails if it never lands. ``hiera train`` and ``train-reranker``
 write no collection (they publish a model directory by rename) and are not
 part of these trials.
 
@@ -257,16 +259,18 @@ def make_fixtures(work: Path, n_docs: int, n_dense_docs: int, seed: int, with_de
 # -- one trial ----------------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    killed: bool
+    killed: bool  # the SIGKILL ended the process (it had not exited by itself first)
     state: str  # before | after | OTHER
     check_errors: list[str]
     rerun_ok: bool
     rerun_state: str
     note: str = ""
+    missed: bool = False  # a kill trial whose kill never landed: it tested nothing
 
     @property
     def ok(self) -> bool:
-        return self.state in ("before", "after") and not self.check_errors and self.rerun_ok and self.rerun_state == "after"
+        return (self.state in ("before", "after") and not self.check_errors and self.rerun_ok
+                and self.rerun_state == "after" and not self.missed)
 
 
 def _check_errors(root: Path) -> list[str]:
@@ -337,11 +341,29 @@ def kill_trial(fx: Fixture, tag: str, work: Path, env: dict[str, str], after_mar
         t0 = time.perf_counter()
     while proc.poll() is None and time.perf_counter() - t0 < delay:
         time.sleep(0.001)
-    killed = proc.poll() is None
-    if killed:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.send_signal(signal.SIGKILL)  # a no-op when the command has already exited
+    # killed only when the signal ended it: a command that exits between the poll and the kill exits 0, not -9
+    killed = proc.wait() == -signal.SIGKILL
     return _after(fx, root, killed, env)
+
+
+def landed_kill_trial(fx: Fixture, tag: str, work: Path, env: dict[str, str], after_marker: bool, delay: float,
+                      attempts: int = 3) -> Outcome:
+    """:func:`kill_trial` until its kill lands before the command finishes: half the delay, then none.
+
+    A kill that comes after the command exited proves nothing about crash safety (the state is simply
+    "after"), so such a trial is rerun sooner; if the command wins every time, the outcome is ``missed``.
+    """
+    o = kill_trial(fx, tag, work, env, after_marker, delay)
+    for attempt in range(1, attempts):
+        if o.killed:
+            return o
+        delay = delay / 2 if attempt < attempts - 1 else 0.0
+        o = kill_trial(fx, f"{tag}.retry{attempt}", work, env, after_marker, delay)
+    if not o.killed:
+        o.missed = True
+        o.note = f"the command finished before the kill in {attempts} tries (the last {delay:.3f}s in): nothing tested"
+    return o
 
 
 def _after(fx: Fixture, root: Path, killed: bool, env: dict[str, str], note: str = "") -> Outcome:
@@ -493,8 +515,10 @@ The same trials at small scale run in the default test suite
 Each crash trial runs the real `hiera` command in a subprocess on a private
 copy of a small seeded collection and SIGKILLs it at a random moment (even
 trials: uniformly over the clean run's duration; odd trials: after the
-command starts writing). Afterwards `hiera check` must find no error, the
-collection's observable state (stored documents and passages, plus the ids,
+command starts writing). A kill that lands after the command has exited would
+test nothing: such a trial runs again with half the delay, then none, and
+fails if the command always finishes first. Afterwards `hiera check` must
+find no error, the collection's observable state (stored documents and passages, plus the ids,
 scores and parameters of fixed searches, or the refusal a search gets) must be
 exactly the state before the command or exactly the state after a clean run,
 and a rerun of the command must succeed and reach the clean run's state.
@@ -654,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         n = args.dense_trials if fx.probe.dense else args.trials
         outcomes = []
         for i in range(n):
-            o = kill_trial(fx, str(i), work, env, *trial_delay(fx, i, rng))
+            o = landed_kill_trial(fx, str(i), work, env, *trial_delay(fx, i, rng))
             outcomes.append(o)
             print(f"{fx.name} #{i}: killed={o.killed} state={o.state} check={len(o.check_errors)} rerun={o.rerun_state}", flush=True)
         row = summarize(fx, outcomes)

@@ -1,25 +1,34 @@
-"""A tiny hand-written collection shared by the index, retrieve and CLI tests.
+"""What the tests share: hand-written documents, the one way to build a test collection, small tools.
 
 Six documents on unrelated topics, each with a lead and nested sections, are
 ingested and built once per test session (``shared_collection``); tests that
-mutate a collection copy the built directory instead of rebuilding it.
+mutate a collection copy the built directory instead of rebuilding it. Every
+other test collection is made by :func:`build_collection` (documents and/or
+files in any reader's format, then a local or sharded build); the fixtures
+that hold them are in tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from hiera.builds import build_collection as build_any
+from hiera.corpus.ingest import ingest
+from hiera.corpus.readers.base import Record
 from hiera.corpus.store import CorpusStore
-from hiera.corpus.tree import Document, Section
-from hiera.index.build import BuildOptions, build
+from hiera.corpus.tree import Document, PassageRules, Section
+from hiera.index.build import BuildOptions
 
 
 def _long(*sentences: str) -> str:
@@ -356,6 +365,124 @@ def make_extra_docs() -> list[Document]:
     ]
 
 
+def _s(title: str, text: str = "", *children: Section) -> Section:
+    return Section(title=title, paragraphs=[text] if text else [], children=list(children))
+
+
+def _levels(sections: list[Section], level: int = 1) -> list[Section]:
+    """Heading levels as a reader would set them (1 under the title, 2 below …)."""
+    for s in sections:
+        s.level = level
+        _levels(s.children, level + 1)
+    return sections
+
+
+_PAGE_DOCS = [
+    Document(
+        id="solar_system",
+        title="Solar System",
+        lead=["The Solar System is the Sun and the objects that orbit it, held together by gravity."],
+        sections=[
+            _s(
+                "Planets",
+                "Eight planets orbit the Sun on nearly circular paths in one plane.",
+                _s("Inner planets", "Mercury, Venus, Earth and Mars are rocky terrestrial planets close to the Sun."),
+                _s(
+                    "Outer planets",
+                    "",
+                    _s("Gas giants", "Jupiter and Saturn are the gas giants, made mostly of hydrogen and helium."),
+                    _s("Ice giants", "Uranus and Neptune are ice giants rich in water, ammonia and methane ices."),
+                ),
+            ),
+            _s("Formation", "The Solar System formed 4.6 billion years ago from a collapsing molecular cloud."),
+        ],
+        categories=["Astronomy"],
+        links=[f"Link {i}" for i in range(250)],
+    ),
+    Document(
+        id="honey_bee",
+        title="Honey bee",
+        lead=["The honey bee is a flying insect that lives in large colonies and makes honey from nectar."],
+        sections=[
+            _s(
+                "Colony",
+                "A colony has one queen, thousands of workers and a few hundred drones.",
+                _s("Queen", "The queen is the only fertile female and lays up to two thousand eggs a day."),
+                _s(
+                    "Workers",
+                    "Worker bees are sterile females that clean the hive, feed the larvae, build wax comb and "
+                    "forage for nectar and pollen outside the hive.",
+                ),
+                _s("Drones", "Drones are male bees whose only task is to mate with a queen from another colony."),
+            ),
+            _s("Pollination", "Bees pollinate crops such as apples, almonds and clover while collecting pollen."),
+            _s("Honey production", "Bees turn nectar into honey by evaporating water and adding enzymes in the comb."),
+        ],
+        categories=["Insects"],
+    ),
+    Document(
+        id="volcano",
+        title="Volcano",
+        lead=["A volcano is a rupture in the crust of a planet where lava, ash and gases escape."],
+        sections=[
+            _s(
+                "Types",
+                "Volcanoes are classified by their shape and the kind of eruption they produce.",
+                _s("Shield volcanoes", "Shield volcanoes such as Mauna Loa have gentle slopes built from fluid basalt lava."),
+                _s("Stratovolcanoes", "Stratovolcanoes are steep cones of alternating layers of lava and ash."),
+            ),
+            _s("Eruptions", "Explosive eruptions throw pyroclastic flows and ash columns high into the atmosphere."),
+            _s(
+                "Famous volcanoes",
+                "",
+                _s("Mount Vesuvius", "Mount Vesuvius buried the Roman city of Pompeii under ash in the year 79."),
+            ),
+        ],
+    ),
+    Document(
+        id="chess",
+        title="Chess",
+        lead=["Chess is a board game for two players played on a checkered board of sixty-four squares."],
+        sections=[
+            _s(
+                "Rules",
+                "Each player starts with sixteen pieces: a king, a queen, two rooks, two bishops, two knights and eight pawns.",
+                _s(
+                    "Movement",
+                    "The knight moves in an L shape and is the only piece that can jump over others.",
+                    _s("Castling", "Castling moves the king two squares towards a rook, which jumps over the king."),
+                ),
+                _s("Check and checkmate", "A king that is attacked is in check; checkmate ends the game."),
+            ),
+            _s("History", "Chess developed from the Indian game chaturanga before the sixth century."),
+            # Two sibling sections with the same title share a section path.
+            _s("Notes", "The first note is about the fifty-move rule for draws."),
+            _s("Notes", "The second note is about threefold repetition of a position."),
+        ],
+    ),
+    Document(
+        id="AC/DC",
+        title="AC/DC",
+        lead=["AC/DC is an Australian rock band formed in Sydney in 1973 by the brothers Malcolm and Angus Young."],
+        sections=[
+            _s("Markup", "Fans type <script>alert('x')</script> and <b>bold</b> tags when they write about rock music."),
+        ],
+    ),
+]
+for _doc in _PAGE_DOCS:
+    _levels(_doc.sections)
+
+
+def make_page_docs() -> list[Document]:
+    """The served collection's five documents (fresh objects on every call).
+
+    Nested sections several levels deep, two sibling sections with one title,
+    an id with a slash, markup in the text and 250 links: what the API and the
+    page must render safely.
+    """
+    return copy.deepcopy(_PAGE_DOCS)
+
+
 #: a query about each document's topic, by document id
 TOPIC_QUERIES: dict[str, str] = {
     "volcanoes": "magma and lava erupting from a volcano crater",
@@ -380,11 +507,28 @@ def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _STATE["cache"]
 
 
-def build_collection(root: Path, docs: list[Document], options: BuildOptions | None = None) -> Path:
-    store = CorpusStore(root, create=True)
-    store.ingest(docs)
-    store.close()
-    build(root, options or BuildOptions(progress=False), log=QUIET)
+def build_collection(
+    root: Path,
+    docs: list[Record] = (),  # type: ignore[assignment]
+    options: BuildOptions | None = None,
+    *,
+    files: list[Path] = (),  # type: ignore[assignment]
+    fmt: str = "hiera-jsonl",
+    rules: PassageRules | None = None,
+) -> Path:
+    """The one way a test makes a built collection: ingest ``files`` (read as ``fmt``) and/or ``docs``, then build.
+
+    Records (documents, redirects) go in after the files; the build goes through
+    :func:`hiera.builds.build_collection`, so ``options`` may ask for shards.
+    Tests of ingest or build themselves call those directly instead.
+    """
+    if files:
+        ingest(files, fmt, root, rules=rules, progress=False)
+    if docs or not files:
+        store = CorpusStore(root, create=True)
+        store.ingest(list(docs), rules=rules)
+        store.close()
+    build_any(root, options or BuildOptions(progress=False), log=QUIET)
     return root
 
 
@@ -422,6 +566,12 @@ def export_digest(root: Path) -> str:
         h.update(f"{rowid}|{p.id}|{p.section_path}|{p.text}".encode())
     store.close()
     return h.hexdigest()
+
+
+def nonblank_lines(path: Path) -> int:
+    """How many records a line-per-record file holds: what a loader must return, none lost and none invented."""
+    with path.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
 
 
 def write_jsonl(path: Path, docs: list[Document]) -> Path:
@@ -485,6 +635,62 @@ def tiny_fetchhr() -> Path:
     return _STATE["fetchhr"]
 
 
+@dataclass
+class Reference:
+    """Everything DHR computes, recomputed from the store texts with the model itself."""
+
+    doc_ids: list[str]
+    passage_ids: list[str]
+    passage_doc: np.ndarray  # document position of each passage
+    D: np.ndarray  # document summary vectors
+    P: np.ndarray  # passage (titled text) vectors
+    model: object
+    _queries: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def query(self, q: str) -> np.ndarray:
+        if q not in self._queries:
+            vec = self.model.encode([q], normalize_embeddings=True, convert_to_numpy=True)[0]
+            self._queries[q] = vec.astype(np.float32)
+        return self._queries[q]
+
+    def dhr(self, qv: np.ndarray, k1: int, lam: float) -> tuple[list[str], dict[str, float]]:
+        ds = self.D @ qv
+        order = sorted(range(len(ds)), key=lambda i: (-ds[i], i))
+        chosen = order[:k1]
+        ps = self.P @ qv
+        scores = {
+            pid: float(ps[i] + lam * ds[self.passage_doc[i]])
+            for i, pid in enumerate(self.passage_ids)
+            if self.passage_doc[i] in chosen
+        }
+        return [self.doc_ids[i] for i in chosen], scores
+
+
+def reference(col: Any) -> Reference:
+    """The :class:`Reference` of a built collection (a hiera.collection.Collection), with the model loaded once."""
+    from sentence_transformers import SentenceTransformer
+
+    from hiera.encode import resolve_model_path
+
+    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
+    docs = list(col.store.iter_docs())
+    passages = [p for _, p in col.store.iter_passages()]
+    pos = {d.id: i for i, d in enumerate(docs)}
+    sep = col.store.rules.title_sep
+
+    def enc(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+
+    return Reference(
+        doc_ids=[d.id for d in docs],
+        passage_ids=[p.id for p in passages],
+        passage_doc=np.array([pos[p.doc_id] for p in passages]),
+        D=enc([d.summary for d in docs]),
+        P=enc([p.titled_text(sep) for p in passages]),
+        model=model,
+    )
+
+
 # path parameters of the registry: a valid value for each (walking the registry needs one that loads)
 PATH_VALUES: dict[str, Any] = {
     "model": tiny_fetchhr,
@@ -521,6 +727,24 @@ def other_value(param, default):
     return f"{default}-other"
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``hiera ARGV`` run in-process: (exit code, stdout, stderr)."""
+    from hiera.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def running_server(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
     """uvicorn serving ``app`` on 127.0.0.1 and a port the OS picks, in a background thread; yields its URL."""
@@ -544,6 +768,18 @@ def running_server(app) -> Iterator[str]:  # noqa: ANN001 - a FastAPI app
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# the served collection (collection_dir): a key for the guarded app, a cheap search that finds something
+API_KEY = "s3cret-key-0123456789"
+BEE_SEARCH = "/search?q=worker+bees&retriever=bm25&k=3"
+
+
+def one_line_detail(r: Any) -> str:
+    """An HTTP error response's ``detail``: one line of text, never a traceback or an object."""
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and detail and "\n" not in detail, detail
+    return detail
 
 
 # headless Chromium for the browser tests (Debian's package; the tests skip without it)

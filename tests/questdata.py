@@ -1,7 +1,8 @@
 """A small real QUEST-style collection: the ovos summaries of a few quest-vital queries' gold sets plus distractors.
 
-Built once per session (:func:`quest_collection`), BM25 only (no encoding: fast). The queries are real
-quest-vital dev queries; :class:`FakeClassifier` stands in for a trained
+Built once per session (the ``quest`` fixture of tests/conftest.py calls
+:func:`quest_collection`), BM25 only (no encoding: fast). The queries are
+real quest-vital dev queries; :class:`FakeClassifier` stands in for a trained
 cross-encoder in the mechanics tests by reading each document's Wikidata
 short description (what the gold sets were built from, never indexed).
 """
@@ -14,8 +15,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
+import helpers
 
+from hiera.index.build import BuildOptions
 from hiera.sets.classifier import Thresholds
 
 QUERIES = (
@@ -28,16 +30,9 @@ QUERIES = (
 DISTRACTOR_WORDS = ("physicist", "chemist", "painter", "mathematician", "architect", "singer", "dancer")
 
 
-_STATE: dict[str, dict] = {}
-
-
-def quest_collection(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The chosen queries (a QUEST-format file), the summaries' descriptions and the built collection."""
-    if "data" in _STATE:
-        return _STATE["data"]
-    from hiera.corpus.ingest import ingest
+def quest_collection(data_dir: Path, base: Path) -> dict:
+    """The chosen queries (a QUEST-format file), the summaries' descriptions and the collection, built under ``base``."""
     from hiera.corpus.readers.ovos import ovos_summaries_path
-    from hiera.index.build import BuildOptions, build
 
     dev = data_dir / "quest-vital" / "dev.jsonl"
     lines = [ln for ln in dev.read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -51,16 +46,13 @@ def quest_collection(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     keep |= {t for t, e in summaries.items() if {"physicist", "chemist"} <= set(e.get("description", "").lower().split())}
     keep |= set(random.Random(0).sample(sorted(summaries), 30))
     subset = {t: summaries[t] for t in sorted(keep) if t in summaries}
-    base = tmp_path_factory.mktemp("quest")
     (base / "summaries.json").write_text(json.dumps(subset), encoding="utf-8")
     (base / "queries.jsonl").write_text("\n".join(chosen) + "\n", encoding="utf-8")
-    root = base / "col"
-    ingest([base / "summaries.json"], "ovos-summaries", root, progress=False)
-    build(root, BuildOptions(dense=False, progress=False), log=lambda m: None)
-    _STATE["data"] = {
+    root = helpers.build_collection(base / "col", files=[base / "summaries.json"], fmt="ovos-summaries",
+                                    options=BuildOptions(dense=False, progress=False))
+    return {
         "root": root, "queries": base / "queries.jsonl", "descriptions": {t: e["description"] for t, e in subset.items()},
     }
-    return _STATE["data"]
 
 
 _STOP = {"of", "in", "the", "who", "were", "also", "not", "born", "that", "are"}

@@ -29,11 +29,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture
-def col_copy(shared_root: Path, tmp_path: Path) -> Path:
-    return helpers.copy_collection(shared_root, tmp_path / "col")
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("backend-cache")

@@ -1,101 +1,61 @@
-"""The rerank stage after any retriever, with a cross-encoder trained for two steps."""
+"""The cross-encoder model itself (hiera.crossencoder): loading, probabilities, the calibrated mix, its input text."""
 
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import tiny_questions
 
-from hiera.builds import open_collection
-from hiera.crossencoder import Reranker, hit_input
-from hiera.errors import BadInputError, HieraError
-from hiera.retrieve import get_retriever
-from hiera.retrieve.rerank import RerankRetriever
-from hiera.train.args import RerankerArgs
-from hiera.train.reranker import train_reranker
+from hiera.crossencoder import META_FILE, Reranker, hit_input
+from hiera.errors import HieraError
+from hiera.results import Hit
 
 
 @pytest.fixture(scope="module")
-def reranker(shared_root, tmp_path_factory) -> Reranker:
-    out = tmp_path_factory.mktemp("rerank") / "rr"
-    train_reranker(
-        shared_root,
-        tiny_questions(),
-        out,
-        RerankerArgs(max_steps=2, batch_size=4, progress=False),
-        log=lambda m: None,
-    )
-    return Reranker(out)
+def reranker(reranker_dir: Path) -> Reranker:
+    return Reranker(reranker_dir)
 
 
-@pytest.mark.parametrize("name", ["bm25", "dhr", "hybrid"])
-def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(shared_root, reranker, name):
-    col = open_collection(shared_root)
-    base = get_retriever(name, col)
-    alone = copy.copy(reranker)
-    alone.weight = 1.0  # the cross-encoder alone
-    rr = RerankRetriever(base, alone, depth=5)
-    q = "Which piece moves in an L shape?"
-    before = base.search(q, k=8)
-    res = rr.search(q, k=8)
-    n = len(before)  # BM25 returns only passages that share a term
-    assert res.retriever == f"{name}+rerank" and len(res) == n and n > 5
-    head = res.hits[:5]
-    assert {h.passage_id for h in head} == {h.passage_id for h in before.hits[:5]}
-    expected = reranker.score(q, [hit_input(h) for h in before.hits[:5]])
-    assert [h.score for h in head] == pytest.approx(sorted(expected.tolist(), reverse=True), abs=1e-5)
-    assert [h.rank for h in res.hits] == list(range(1, n + 1))
-    for h in head:
-        assert h.stages["rerank"].rank == h.rank and "retrieve" in h.stages and h.section_path is not None
-        orig = next(b for b in before.hits if b.passage_id == h.passage_id)
-        assert h.stages["retrieve"] == type(h.stages["retrieve"])(orig.score, orig.rank)
-    # Beyond the depth, the base order is kept.
-    assert [h.passage_id for h in res.hits[5:]] == [h.passage_id for h in before.hits[5:n]]
-    assert res.trace[-1].name == "rerank" and res.trace[-1].detail["depth"] == 5
-    assert res.params["rerank_threshold"] == reranker.threshold
+def test_a_trained_directory_loads_with_its_calibration(reranker: Reranker, reranker_dir: Path) -> None:
+    meta = json.loads((reranker_dir / META_FILE).read_text())
+    assert reranker.name == reranker_dir.name
+    assert reranker.threshold == meta["threshold"] and reranker.weight == meta.get("weight", 1.0)
 
 
-@pytest.mark.parametrize("weight", [0.0, 0.4])
-def test_the_weight_mixes_the_cross_encoder_with_the_base_score(shared_root, reranker, weight):
-    col = open_collection(shared_root)
-    base = get_retriever("hybrid", col)
+def test_scores_are_probabilities_in_input_order(reranker: Reranker) -> None:
+    texts = ["The knight moves in an L shape.", "Jazz began in New Orleans.", "The knight moves in an L shape."]
+    p = reranker.score("Which piece moves in an L shape?", texts)
+    assert p.shape == (3,) and p.dtype == np.float32 and np.all((p >= 0) & (p <= 1))
+    assert p[0] == pytest.approx(p[2], abs=1e-6)  # the same pair scores the same wherever it stands
+    assert reranker.score("q", []).shape == (0,)
+
+
+def test_combine_mixes_the_probability_with_the_min_max_base_score(reranker: Reranker) -> None:
+    probs, base = np.array([0.2, 0.9, 0.5]), np.array([10.0, 0.0, 5.0])
     mixed = copy.copy(reranker)
-    mixed.weight = weight
-    q = "Which piece moves in an L shape?"
-    before = base.search(q, k=6).hits
-    res = RerankRetriever(base, mixed, depth=6).search(q, k=6)
-    probs = reranker.score(q, [hit_input(h) for h in before])
-    b = np.array([h.score for h in before])
-    want = weight * probs + (1 - weight) * (b - b.min()) / (b.max() - b.min())
-    by_id = {h.passage_id: w for h, w in zip(before, want, strict=True)}
-    assert [h.score for h in res.hits] == pytest.approx(sorted(want.tolist(), reverse=True), abs=1e-5)
-    assert all(h.score == pytest.approx(by_id[h.passage_id], abs=1e-5) for h in res.hits)
-    if weight == 0.0:  # the base order stands (the base scores are distinct here)
-        assert [h.passage_id for h in res.hits] == [h.passage_id for h in before]
-    for h in res.hits:  # the explanation keeps the cross-encoder's own probability and rank
-        assert h.stages["rerank"].score == pytest.approx(float(probs[[x.passage_id for x in before].index(h.passage_id)]), abs=1e-6)
-    assert res.trace[-1].detail["weight"] == weight
+    mixed.weight = 0.25
+    np.testing.assert_allclose(mixed.combine(probs, base), 0.25 * probs + 0.75 * np.array([1.0, 0.0, 0.5]), atol=1e-6)
+    # equal base scores carry no order: only the probabilities separate the hits
+    flat = mixed.combine(probs, np.full(3, 7.0))
+    assert np.argsort(-flat).tolist() == np.argsort(-probs).tolist()
+    mixed.weight = 1.0  # the cross-encoder alone
+    np.testing.assert_allclose(mixed.combine(probs, base), probs, atol=1e-7)
 
 
-def test_rerank_k_smaller_than_depth_and_doc_level(shared_root, reranker):
-    col = open_collection(shared_root)
-    rr = RerankRetriever(get_retriever("dhr", col), reranker, depth=4)
-    assert len(rr.search("Roman legions", k=2)) == 2
-    docs = rr.search("Roman legions", k=3, level="doc")
-    assert docs.level == "doc" and len({h.doc_id for h in docs}) == 3
-    out = rr.batch_search(["Roman legions", "jazz trumpet"], k=3)
-    assert [r.query for r in out] == ["Roman legions", "jazz trumpet"]
+def test_the_input_is_the_titled_passage(reranker: Reranker) -> None:
+    hit = Hit(rank=1, score=1.0, doc_id="chess", title="Chess", section_path=("Rules", "Checkmate"), text="The goal.")
+    assert hit_input(hit) == "Chess, Rules, Checkmate\nThe goal."
+    assert hit_input(hit, " > ") == "Chess > Rules > Checkmate\nThe goal."
 
 
-def test_bad_input(shared_root, reranker, tmp_path):
-    col = open_collection(shared_root)
-    with pytest.raises(BadInputError, match="rerank-depth"):
-        RerankRetriever(get_retriever("bm25", col), reranker, depth=0)
-    rr = RerankRetriever(get_retriever("bm25", col), reranker)
-    with pytest.raises(BadInputError):
-        rr.search("   ", k=3)
+def test_a_missing_or_broken_directory_is_one_error(reranker_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(HieraError):
         Reranker(tmp_path / "missing")
-    assert np.all((reranker.score("q", ["a", "b"]) >= 0) & (reranker.score("q", ["a", "b"]) <= 1))
+    broken = shutil.copytree(reranker_dir, tmp_path / "broken")
+    (broken / META_FILE).write_text("{", encoding="utf-8")
+    with pytest.raises(HieraError, match="corrupt"):
+        Reranker(broken)

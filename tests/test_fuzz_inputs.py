@@ -317,14 +317,6 @@ def test_question_loader_survives_mutations(fmt: str) -> None:
 
 
 # -- the CLI's query surface ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def bm25_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hiera.index.build import BuildOptions
-
-    root = tmp_path_factory.mktemp("fuzz-cli") / "col"
-    return helpers.build_collection(root, helpers.make_docs(), BuildOptions(dense=False, progress=False))
-
-
 _cli_text = fuzz.st.text(fuzz.st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=300)
 _cli_value = fuzz.st.one_of(
     _cli_text, fuzz.st.integers(-(10**20), 10**20).map(str), fuzz.st.floats(allow_nan=True).map(str),

@@ -1,4 +1,4 @@
-"""DPR answer matching and SQuAD reader metrics, on hand-checked cases."""
+"""DPR answer matching, on hand-checked cases."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from hiera.errors import BadInputError
 from hiera.eval import match
 from hiera.eval.match import has_answer, hit_list, passage_has_answer, tokenize
 from hiera.results import Hit
-from hiera.text import exact_match, f1, squad_normalize
 
 COMPOSED = "Beyonc\u00e9"  # é as one code point
 DECOMPOSED = "Beyonce\u0301"  # e + COMBINING ACUTE ACCENT
@@ -116,28 +115,3 @@ class TestTitlesNeverCount:
         )
         assert passage_has_answer(hit2, ["Denver Broncos"])
         assert hit_list([hit, hit2], ["Denver Broncos"]) == [False, True]
-
-
-class TestSquadMetrics:
-    def test_normalize(self) -> None:
-        assert squad_normalize("The  Denver Broncos!") == "denver broncos"
-        assert squad_normalize("an apple, a day") == "apple day"
-        assert squad_normalize("theory") == "theory"  # articles only as whole words
-
-    def test_exact_match(self) -> None:
-        assert exact_match("the Broncos", ["Panthers", "Broncos."]) == 1.0
-        assert exact_match("Denver Broncos", ["Broncos"]) == 0.0
-        assert exact_match("x", []) == 0.0
-
-    def test_f1_hand_computed(self) -> None:
-        # 1 common token; precision 1/3, recall 1/1 -> F1 = 2*(1/3)/(4/3) = 0.5
-        assert f1("Denver Broncos team", ["Broncos"]) == pytest.approx(0.5)
-        # max over ground truths: "Denver Broncos" gives p=2/3, r=1 -> 0.8
-        assert f1("Denver Broncos team", ["Broncos", "Denver Broncos"]) == pytest.approx(0.8)
-        assert f1("Panthers", ["Broncos"]) == 0.0
-        assert f1("the", ["a"]) == 0.0  # both normalize to nothing
-        assert f1("x", []) == 0.0
-
-    def test_f1_repeated_prediction_tokens_lower_precision(self) -> None:
-        # pred "a b b", gold "b": common = 1 -> p=1/2 ("a" is an article, dropped), r=1 -> 2/3
-        assert f1("a b b", ["b"]) == pytest.approx(2 / 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import helpers
 import pytest
 
 from hiera.corpus.ingest import ingest
@@ -33,8 +34,8 @@ class TestRealFiles:
     def test_squad_first24(self, data_dir: Path) -> None:
         path = data_dir / "squad" / "dev-v1.1.first24.json"
         qs = load_questions(path, "squad")
-        assert len(qs) == 5696
-        assert len({q.id for q in qs}) == 5696
+        raw = json.loads(path.read_text(encoding="utf-8"))["data"]
+        assert len(qs) == len({q.id for q in qs}) == sum(len(p["qas"]) for a in raw for p in a["paragraphs"])
         q0 = qs[0]
         assert q0.id == "56be4db0acb8001400a502ec"
         assert q0.answers == ["Denver Broncos"]  # three identical annotations, deduplicated
@@ -46,7 +47,7 @@ class TestRealFiles:
         for doc in read_squad(path):
             assert isinstance(doc, Document)
             text.update((p.id, p.text) for p in split_document(doc))
-        assert len(text) > 1048  # long paragraphs are split
+        assert len(text) > sum(len(a["paragraphs"]) for a in raw)  # long paragraphs are split
         assert all(q.gold_passages and q.gold_passages <= set(text) for q in qs)
         missing = [q.id for q in qs if not any(has_answer(q.answers, text[p]) for p in q.gold_passages)]
         # Known, inherent: "four" is annotated inside "fourth" (token match fails), and one
@@ -54,17 +55,19 @@ class TestRealFiles:
         assert sorted(missing) == ["56dfa1d34a1a83140091ebd4", "57264c42dd62a815002e80c9"]
 
     def test_nq_open(self, data_dir: Path) -> None:
-        qs = load_questions(data_dir / "odqa-questions" / "NQ-open.dev.jsonl", "nq-open")
-        assert len(qs) == 3610
+        path = data_dir / "odqa-questions" / "NQ-open.dev.jsonl"
+        qs = load_questions(path, "nq-open")
+        assert len(qs) == helpers.nonblank_lines(path)
         assert qs[0].text == "when was the last time anyone was on the moon"
         assert qs[0].answers == ["14 December 1972 UTC", "December 1972"]
-        assert qs[0].id == "0" and qs[-1].id == "3609"
-        eqa = load_questions(data_dir / "odqa-questions" / "NQ-open.efficientqa.test.1.1.jsonl", "nq-open")
-        assert len(eqa) == 1769
+        assert [q.id for q in qs] == [str(i) for i in range(len(qs))]  # no ids in the file: line order
+        eqa = data_dir / "odqa-questions" / "NQ-open.efficientqa.test.1.1.jsonl"
+        assert len(load_questions(eqa, "nq-open")) == helpers.nonblank_lines(eqa)
 
     def test_dpr_tsv(self, data_dir: Path) -> None:
-        qs = load_questions(data_dir / "odqa-questions" / "topics.dpr.nq.test.txt", "dpr-tsv")
-        assert len(qs) == 3610
+        path = data_dir / "odqa-questions" / "topics.dpr.nq.test.txt"
+        qs = load_questions(path, "dpr-tsv")
+        assert len(qs) == helpers.nonblank_lines(path)
         assert qs[0].text == "who got the first nobel prize in physics"
         assert qs[0].answers == ["Wilhelm Conrad Röntgen"]
         trivia = load_questions(
@@ -76,17 +79,22 @@ class TestRealFiles:
         assert '""Animal Crackers""' in trivia[17].text
 
     def test_dpr_jsonl_and_curated(self, data_dir: Path) -> None:
-        wq = load_questions(data_dir / "odqa-questions" / "topics.dpr.wq.test.txt", "dpr-jsonl")
-        assert len(wq) == 2032 and all(q.answer_mode == "string" for q in wq)
-        cur = load_questions(data_dir / "odqa-questions" / "topics.dpr.curated.test.txt", "curated")
-        assert len(cur) == 694
+        wq_path = data_dir / "odqa-questions" / "topics.dpr.wq.test.txt"
+        wq = load_questions(wq_path, "dpr-jsonl")
+        assert len(wq) == helpers.nonblank_lines(wq_path) and all(q.answer_mode == "string" for q in wq)
+        cur_path = data_dir / "odqa-questions" / "topics.dpr.curated.test.txt"
+        cur = load_questions(cur_path, "curated")
+        assert len(cur) == helpers.nonblank_lines(cur_path)
         assert all(q.answer_mode == "regex" for q in cur)
         assert has_answer(cur[0].answers, "Denali rises 20,320 feet.", cur[0].answer_mode)
 
     def test_beir_scifact(self, data_dir: Path) -> None:
         qs = load_questions(data_dir / "beir" / "scifact", "beir")
-        assert len(qs) == 300
-        assert sum(len(q.qrels) for q in qs) == 339
+        # one question per query the test qrels judge, with every judgement of it
+        rows = [ln.split("\t") for ln in (data_dir / "beir" / "scifact" / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+        rows = [r for r in rows if len(r) == 3]
+        assert sorted(q.id for q in qs) == sorted({r[0] for r in rows})
+        assert sum(len(q.qrels) for q in qs) == len(rows)
         assert all(q.gold_docs == {d for d, r in q.qrels.items() if r > 0} and q.gold_docs for q in qs)
         assert qs[0].id == "1" and qs[0].qrels == {"31715818": 1}
         assert len(load_questions(data_dir / "beir" / "scifact", "beir", limit=5)) == 5
@@ -95,8 +103,7 @@ class TestRealFiles:
 
     def test_hotpotqa_gold_docs_are_pool_ids(self, data_dir: Path) -> None:
         qs = load_questions(data_dir / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
-        assert len(qs) == 250
-        assert all(len(q.gold_docs) == 2 for q in qs)
+        assert all(len(q.gold_docs) == 2 for q in qs)  # (one question per record: the zip below is strict)
         pool = {}
         with open(data_dir / "hotpotqa" / "paragraph_pool.500q.jsonl", encoding="utf-8") as fh:
             for line in fh:

@@ -26,8 +26,7 @@ def _questions() -> list[Question]:
     return qs
 
 
-def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
-    col = open_collection(shared_root)
+def test_tune_dhr_agrees_with_a_direct_evaluation(col):
     qs = _questions()
     res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1, passage_alphas=(0.0, 0.5, 1.0))
     assert set(res.params) == {"lam", "top_docs", "passage_alpha"} and res.params["passage_alpha"] in (0.0, 0.5, 1.0)
@@ -40,8 +39,8 @@ def test_tune_dhr_agrees_with_a_direct_evaluation(shared_root):
     assert max(g["top1"] for g in res.grid) == pytest.approx(res.top1)
 
 
-def test_tune_doc_alpha_and_save(shared_root, tmp_path):
-    root = helpers.copy_collection(shared_root, tmp_path / "col")
+def test_tune_doc_alpha_and_save(col_copy):
+    root = col_copy
     col = open_collection(root)
     alpha, scores = tune_doc_alpha(col, _questions(), alphas=[0.0, 0.5, 1.0], progress=False)
     assert alpha in scores and scores[alpha] == max(scores.values())

@@ -1,20 +1,11 @@
-"""Fixtures for the retriever tests: one opened collection for the session."""
+"""Fixtures for the retriever tests: the shared collection's passages (``col`` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.corpus.tree import Passage
-
-
-@pytest.fixture(scope="session")
-def col(shared_root: Path) -> Collection:
-    """The shared collection, opened once (retrievers only read it)."""
-    return open_collection(shared_root)
 
 
 @pytest.fixture(scope="session")

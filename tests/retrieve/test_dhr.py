@@ -2,75 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import helpers
 import numpy as np
 import pytest
 
 from hiera.builds import open_collection
 from hiera.collection import Collection
-from hiera.encode import resolve_model_path
 from hiera.retrieve import get_retriever
 from hiera.score.docstage import DOC_STAGES
-from hiera.score.docstage import stage as doc_stage
 
 BASE_IDS = [d.id for d in helpers.make_docs()]
 ATOL = 1e-2  # index vectors are stored as float16
-
-
-@dataclass
-class Reference:
-    """Everything DHR computes, recomputed from the store texts with the model itself."""
-
-    doc_ids: list[str]
-    passage_ids: list[str]
-    passage_doc: np.ndarray  # document position of each passage
-    D: np.ndarray  # document summary vectors
-    P: np.ndarray  # passage (titled text) vectors
-    model: object
-    _queries: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def query(self, q: str) -> np.ndarray:
-        if q not in self._queries:
-            vec = self.model.encode([q], normalize_embeddings=True, convert_to_numpy=True)[0]
-            self._queries[q] = vec.astype(np.float32)
-        return self._queries[q]
-
-    def dhr(self, qv: np.ndarray, k1: int, lam: float) -> tuple[list[str], dict[str, float]]:
-        ds = self.D @ qv
-        order = sorted(range(len(ds)), key=lambda i: (-ds[i], i))
-        chosen = order[:k1]
-        ps = self.P @ qv
-        scores = {
-            pid: float(ps[i] + lam * ds[self.passage_doc[i]])
-            for i, pid in enumerate(self.passage_ids)
-            if self.passage_doc[i] in chosen
-        }
-        return [self.doc_ids[i] for i in chosen], scores
-
-
-@pytest.fixture(scope="module")
-def ref(col: Collection) -> Reference:
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
-    docs = list(col.store.iter_docs())
-    passages = [p for _, p in col.store.iter_passages()]
-    pos = {d.id: i for i, d in enumerate(docs)}
-    sep = col.store.rules.title_sep
-
-    def enc(texts: list[str]) -> np.ndarray:
-        return model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
-
-    return Reference(
-        doc_ids=[d.id for d in docs],
-        passage_ids=[p.id for p in passages],
-        passage_doc=np.array([pos[p.doc_id] for p in passages]),
-        D=enc([d.summary for d in docs]),
-        P=enc([p.titled_text(sep) for p in passages]),
-        model=model,
-    )
 
 
 def assert_ranking(hits, ref_scores: dict[str, float], k: int, atol: float = ATOL) -> None:
@@ -84,7 +26,7 @@ def assert_ranking(hits, ref_scores: dict[str, float], k: int, atol: float = ATO
             assert abs(ref_scores[h.passage_id] - score) < atol, (h.passage_id, pid)
 
 
-def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection, ref: Reference) -> None:
+def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection, ref: helpers.Reference) -> None:
     assert [d.id for d in col.docs_at(range(col.n_docs))] == ref.doc_ids
     assert [p.id for p in col.passages_at(range(col.n_passages))] == ref.passage_ids
     np.testing.assert_allclose(col.passage_vectors.astype(np.float32), ref.P, atol=2e-3)
@@ -92,7 +34,7 @@ def test_stored_vectors_are_the_model_vectors_of_the_store_texts(col: Collection
 
 
 @pytest.mark.parametrize(("lam", "k1"), [(1.0, 100), (1.0, 2), (0.5, 3), (2.0, 1), (0.0, 1), (0.0, 6), (1.0, 6)])
-def test_dhr_equals_the_brute_force_reference(col: Collection, ref: Reference, lam: float, k1: int) -> None:
+def test_dhr_equals_the_brute_force_reference(col: Collection, ref: helpers.Reference, lam: float, k1: int) -> None:
     dhr = get_retriever("dhr", col)
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[:4]] + ["lava and jazz saxophone"]
     # the paper's method: the dense passage stage (passage_alpha 0)
@@ -115,7 +57,7 @@ def test_dhr_with_lambda_zero_over_all_documents_is_flat_dense(col: Collection) 
     np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=2e-3)
 
 
-def test_dhr_doc_level_is_the_document_ranking(col: Collection, ref: Reference) -> None:
+def test_dhr_doc_level_is_the_document_ranking(col: Collection, ref: helpers.Reference) -> None:
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS]
     results = get_retriever("dhr", col).batch_search(queries, k=6, level="doc", doc_stage="summary")
     for doc_id, q, res in zip(BASE_IDS, queries, results, strict=True):
@@ -128,7 +70,7 @@ def test_dhr_doc_level_is_the_document_ranking(col: Collection, ref: Reference) 
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.5, 1.0, 3.0])
-def test_dhr_parallel_equals_the_formula_over_all_documents(col: Collection, ref: Reference, lam: float) -> None:
+def test_dhr_parallel_equals_the_formula_over_all_documents(col: Collection, ref: helpers.Reference, lam: float) -> None:
     queries = [helpers.TOPIC_QUERIES[d] for d in BASE_IDS[3:]] + ["lava and jazz saxophone"]
     results = get_retriever("dhr-parallel", col).batch_search(queries, k=10, lam=lam, doc_stage="summary")
     for q, res in zip(queries, results, strict=True):
@@ -185,44 +127,7 @@ def test_every_doc_stage_ranks_the_on_topic_document_first(col: Collection, stag
     assert [r[0].doc_id for r in top] == BASE_IDS, stage
 
 
-@pytest.mark.parametrize("stage", DOC_STAGES)
-def test_doc_stage_scorers_directly(col: Collection, ref: Reference, stage: str) -> None:
-    q = "lava and jazz saxophone"
-    qv = ref.query(q)
-    ctx = {"qp": qv, "qd": qv}
-    pos, sc = doc_stage(stage).top(col, q, ctx, col.n_docs)
-    full = doc_stage(stage).all(col, q, ctx)
-    assert full.shape == (col.n_docs,)
-    assert np.all(np.diff(sc) <= 1e-7) and np.all(np.abs(sc) <= 1 + 1e-5)
-    # both views agree (summary: FAISS float32 vectors vs the float16 matrix)
-    np.testing.assert_allclose(full[pos], sc, atol=1e-3)
-    top2 = {d.id for d in col.docs_at(pos[:2])}
-    assert top2 == {"volcanoes", "jazz"}, (stage, top2)
-    # k1 cuts the same ranking
-    pos1, sc1 = doc_stage(stage).top(col, q, ctx, 1)
-    assert pos1.tolist() == pos[:1].tolist()
-
-    ps = ref.P @ qv
-    expect = None
-    if stage == "summary":
-        expect = ref.D @ qv
-    elif stage == "mean":
-        means = np.stack([ref.P[ref.passage_doc == i].mean(axis=0) for i in range(len(ref.doc_ids))])
-        expect = (means / np.linalg.norm(means, axis=1, keepdims=True)) @ qv
-    elif stage == "passage-max":
-        expect = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
-    elif stage == "hybrid-max":
-        bm = col.bm25_passages.scores(q)
-        bmax = np.array([bm[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
-        seen = bmax > 0  # BM25 lists only matching passages; a missed document gets the list's minimum
-        bnorm = np.where(seen, bmax / bmax.max(), (bmax[seen] / bmax.max()).min())
-        dmax = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
-        expect = 0.35 * bnorm + 0.65 * dmax
-    if expect is not None:
-        np.testing.assert_allclose(full, expect, atol=ATOL)
-
-
-def test_mean_vectors_are_normalized_passage_means(col: Collection, ref: Reference) -> None:
+def test_mean_vectors_are_normalized_passage_means(col: Collection, ref: helpers.Reference) -> None:
     P = col.passage_vectors.astype(np.float32)
     off = col.doc_offsets
     for i in range(col.n_docs):

@@ -1,4 +1,4 @@
-"""FetchHR's retriever: exclusion across layers, single-layer mode, budgets, index kinds, errors."""
+"""FetchHR's retriever: exclusion across layers, single-layer mode, budgets, errors (its package: tests/fetchhr/)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,11 @@ from helpers import TOPIC_QUERIES
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
-from hiera.fetchhr.exclude import fetch_new
-from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
-from hiera.index.dense import build_faiss, faiss_module, faiss_search
+from hiera.fetchhr.layers import parse_k_per_layer
+from hiera.index.dense import faiss_search
 from hiera.retrieve import get_retriever
 
 QUERY = TOPIC_QUERIES["jazz"]
-
-
-@pytest.fixture(scope="module")
-def fetchhr(col: Collection):
-    return get_retriever("fetchhr", col)
 
 
 def _layer(hit) -> int:
@@ -93,28 +87,6 @@ def test_doc_level_fetches_new_documents_per_layer(fetchhr, col: Collection) -> 
     assert all(h.passage_id for h in res.hits)  # each document with the passage that fetched it
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF2,Flat"])
-def test_exclusion_on_every_index_kind(col: Collection, fetchhr, factory: str) -> None:
-    vecs = np.asarray(col.passage_vectors, dtype=np.float32)
-    index = build_faiss(vecs, factory)
-    qv = fetchhr.model(None).query_vectors([QUERY], [1, 2, 3])
-    seen: set[int] = set()
-    got = [fetch_new(index, qv[n], 3, seen, layer=n) for n in (1, 2, 3)]
-    flat = [int(p) for f in got for p in f.positions]
-    assert len(flat) == 9 and len(set(flat)) == 9 and seen == set(flat)
-    assert all(len(f.positions) == 3 for f in got)
-
-
-def test_an_approximate_index_that_runs_dry_gives_a_partial_layer(col: Collection, fetchhr) -> None:
-    vecs = np.asarray(col.passage_vectors, dtype=np.float32)
-    index = build_faiss(vecs, "IVF4,Flat")
-    faiss_module().extract_index_ivf(index).nprobe = 1  # one list: fewer vectors than the collection holds
-    qv = fetchhr.model(None).query_vectors([QUERY], [6])[6]
-    reachable = int((faiss_search(index, qv, len(vecs))[0] >= 0).sum())
-    f = fetch_new(index, qv, len(vecs), set(), layer=6)
-    assert f.partial and len(f.positions) == reachable < len(vecs)
-
-
 @pytest.mark.parametrize(
     ("params", "needle"),
     [
@@ -146,53 +118,3 @@ def test_k_below_the_number_of_layers_goes_to_the_last_layers(fetchhr) -> None:
     assert parse_k_per_layer(None, 6, 3) == [0, 0, 0, 1, 1, 1]
     assert parse_k_per_layer(None, 6, 3, 0.67) == [0, 0, 0, 0, 1, 2]
     assert parse_k_per_layer(None, 6, 1, 0.67) == [0, 0, 0, 0, 0, 1]
-
-
-def test_parsers_directly() -> None:
-    assert parse_layers("1-3,6", range(1, 7)) == [1, 2, 3, 6]
-    assert parse_layers(None, [2, 4]) == [2, 4]
-    assert parse_k_per_layer(None, 6, 20) == [3, 3, 3, 3, 4, 4]
-    assert parse_k_per_layer("5", 3, 99) == [5, 5, 5]
-    assert parse_k_per_layer(None, 6, 60, 0.67) == [4, 4, 4, 4, 4, 40]
-    assert parse_k_per_layer(None, 6, 60, 1.0) == [0, 0, 0, 0, 0, 60]
-    assert parse_k_per_layer("1,2,3", 3, 60, 0.67) == [1, 2, 3]  # explicit budgets win
-    assert parse_k_per_layer(None, 1, 7, 0.67) == [7]
-    with pytest.raises(BadInputError, match="runs backwards"):
-        parse_layers("5-2", range(1, 7))
-
-
-def test_rnet_last_layer_shortcut_matches_the_full_computation() -> None:
-    import torch
-
-    from hiera.fetchhr.rnet import PreNormLayer
-
-    torch.manual_seed(0)
-    layer = PreNormLayer(16, 4, 32, dropout=0.0).eval()
-    for p in layer.parameters():  # leave the identity start: random weights everywhere
-        torch.nn.init.normal_(p, std=0.2)
-    x = torch.randn(3, 7, 16)
-    pad = torch.zeros(3, 7, dtype=torch.bool)
-    pad[0, 5:] = True
-    with torch.no_grad():
-        full = layer(x, pad)[:, 0]
-        first = layer(x, pad, first_only=True)[:, 0]
-    torch.testing.assert_close(first, full, rtol=1e-5, atol=1e-5)
-
-
-def test_untrained_heads_start_at_the_mean_pooled_layer_with_unit_norm() -> None:
-    import torch
-
-    from hiera.fetchhr.model import mean_pool
-    from hiera.fetchhr.rnet import RNetSet
-
-    torch.manual_seed(0)
-    heads = RNetSet([2, 5], 32, 4, 64).eval()
-    states = {2: torch.randn(4, 6, 32), 5: torch.randn(4, 6, 32)}
-    mask = torch.ones(4, 6, dtype=torch.long)
-    mask[1, 3:] = 0
-    with torch.no_grad():
-        out = heads(states, mask)
-    for n in (2, 5):
-        assert out[n].shape == (4, 32)
-        torch.testing.assert_close(out[n].norm(dim=-1), torch.ones(4))
-        torch.testing.assert_close(out[n], mean_pool(states[n], mask), rtol=1e-5, atol=1e-5)

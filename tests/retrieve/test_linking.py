@@ -17,11 +17,8 @@ import pytest
 from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
-from hiera.corpus.ingest import ingest
 from hiera.corpus.readers.base import Redirect
-from hiera.corpus.store import CorpusStore
 from hiera.errors import BadInputError
-from hiera.index.build import BuildOptions, build
 from hiera.link.pipeline import linker_for
 from hiera.retrieve import get_retriever
 
@@ -50,17 +47,12 @@ def sample(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     tmp = tmp_path_factory.mktemp("linking")
     src = tmp / "pool.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in pool), encoding="utf-8")
-    root = tmp / "col"
-    ingest([src], "hotpotqa-pool", root, progress=False)
-    store = CorpusStore(root)
-    store.ingest([Redirect(ALIAS, pool[0]["title"])])
-    store.close()
-    build(root, BuildOptions(progress=False, cache_dir=helpers.session_cache_dir(tmp_path_factory)), log=helpers.QUIET)
+    root = helpers.build_collection(tmp / "col", [Redirect(ALIAS, pool[0]["title"])], files=[src], fmt="hotpotqa-pool")
     return root, questions
 
 
 @pytest.fixture(scope="module")
-def col(sample: tuple[Path, list[dict]]) -> Collection:
+def hotpot_col(sample: tuple[Path, list[dict]]) -> Collection:
     return open_collection(sample[0])
 
 
@@ -69,9 +61,9 @@ def step(res, name: str) -> dict:
     return s.detail
 
 
-def test_full_pipeline_returns_a_complete_trace(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_full_pipeline_returns_a_complete_trace(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     questions = sample[1]
-    results = get_retriever("linking", col).batch_search([q["text"] for q in questions], k=10)
+    results = get_retriever("linking", hotpot_col).batch_search([q["text"] for q in questions], k=10)
     both = 0
     for q, res in zip(questions, results, strict=True):
         assert [s.name for s in res.trace] == STEPS
@@ -111,8 +103,9 @@ def test_full_pipeline_returns_a_complete_trace(col: Collection, sample: tuple[P
     assert both >= N_QUESTIONS - 2, both
 
 
-def test_link_weight_and_coverage(col: Collection, sample: tuple[Path, list[dict]]) -> None:
-    r = get_retriever("linking", col)
+def test_link_weight_and_coverage(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
+    r = get_retriever("linking", hotpot_col)
+    position = {p.id: i for i, p in enumerate(hotpot_col.passages_at(np.arange(hotpot_col.n_passages)))}
     hops = subs = 0
     for q in sample[1]:
         plain = r.search(q["text"], k=30, link_weight=0.0, hop_slot=0, subquestion_slots=0)
@@ -134,11 +127,28 @@ def test_link_weight_and_coverage(col: Collection, sample: tuple[Path, list[dict
         else:
             assert [h.passage_id for h in slotted] == [h.passage_id for h in fused]
         seated = r.search(q["text"], k=30, hop_slot=0, subquestion_slots=2)
-        per_text = list(step(seated, "decomposition-linking")["per_text"])
-        for m in step(seated, "coverage")["moves"]:
-            subs += 1
-            assert m["why"] == "sub-question" and m["text"] in per_text[:2]
-            assert seated.hits[m["to_rank"] - 1].passage_id == m["passage_id"] or len(step(seated, "coverage")["moves"]) > 1
+        seats = list(step(seated, "decomposition-linking")["per_text"])[:2]
+        moves = step(seated, "coverage")["moves"]
+        assert all(m["why"] == "sub-question" and m["text"] in seats for m in moves)
+        # the seats, checked whether or not anything moved: every kept passage in the coarse order, each of the
+        # first two sub-questions' best one (BM25 of the sub-question, the first of equals) raised to rank 2, 3
+        coarse = [h.passage_id for h in r.search(q["text"], k=1000, hop_slot=0, subquestion_slots=0)]
+        assert len(coarse) == step(seated, "coarse-filter")["kept"]
+        kept, order = np.array([position[pid] for pid in coarse]), list(coarse)
+        expected_moves, best = 0, {}
+        for seat, text in enumerate(seats, start=1):
+            bm25 = hotpot_col.bm25_passages.scores(text)[kept]
+            if bm25.max() <= 0:  # nothing shares a word with it: no seat to give
+                continue
+            best[seat] = coarse[int(np.argmax(bm25))]
+            if order.index(best[seat]) > seat:
+                order.insert(seat, order.pop(order.index(best[seat])))
+                expected_moves += 1
+        got = [h.passage_id for h in seated]
+        assert all(got.index(pid) <= seat for seat, pid in best.items())  # at its seat (rank 2, 3) or above
+        assert got == order[:30]  # seats taken, everything else in the coarse order
+        assert len(moves) == expected_moves
+        subs += len(moves)
     assert hops >= 1 and subs >= 1  # on these questions both kinds of part are buried somewhere
 
 
@@ -161,9 +171,9 @@ def test_coverage_rule() -> None:
     assert coverage(docs, src, 0, [])[0] == [0, 1, 2, 3, 4]
 
 
-def test_reranker_orders_the_coarse_passages(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_reranker_orders_the_coarse_passages(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     q = sample[1][0]["text"]
-    r = get_retriever("linking", col, reranker=str(helpers.tiny_classifier()))
+    r = get_retriever("linking", hotpot_col, reranker=str(helpers.tiny_classifier()))
     res = r.search(q, k=5, coarse_depth=8, hop_slot=0, subquestion_slots=0)  # the reranker's order alone
     rerank = step(res, "rerank")
     assert rerank["model"] == "clf" and rerank["scored"] == step(res, "coarse-filter")["kept"] <= 8
@@ -174,15 +184,15 @@ def test_reranker_orders_the_coarse_passages(col: Collection, sample: tuple[Path
         r.search(q, reranker="/nonexistent/reranker")
 
 
-def test_a_question_without_mentions_still_gets_event_linking(col: Collection) -> None:
-    res = get_retriever("linking", col).search("what is it about?", k=5)
+def test_a_question_without_mentions_still_gets_event_linking(hotpot_col: Collection) -> None:
+    res = get_retriever("linking", hotpot_col).search("what is it about?", k=5)
     assert step(res, "mentions")["mentions"] == [] and "event linking still runs" in step(res, "mentions")["note"]
     assert step(res, "event-linking")["linked"] and res.hits
 
 
-def test_sources_can_be_switched_off(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_sources_can_be_switched_off(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     q = sample[1][1]["text"]
-    r = get_retriever("linking", col)
+    r = get_retriever("linking", hotpot_col)
     only_entity = r.search(q, k=5, event_titles=0, decomposition_titles=0)
     assert set(step(only_entity, "linked-documents")["by_source"]) == {"entity"}
     only_event = r.search(q, k=5, entity_titles=0, decomposition_titles=0)
@@ -195,38 +205,38 @@ def test_sources_can_be_switched_off(col: Collection, sample: tuple[Path, list[d
     assert step(none, "decomposition")["shape"] == "none"
 
 
-def test_decomposer_endpoint_down_degrades_with_a_warning(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_decomposer_endpoint_down_degrades_with_a_warning(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    r = get_retriever("linking", col, decomposer="endpoint", decomposer_url=f"http://127.0.0.1:{port}/v1")
+    r = get_retriever("linking", hotpot_col, decomposer="endpoint", decomposer_url=f"http://127.0.0.1:{port}/v1")
     res = r.search(sample[1][0]["text"], k=5)
     d = step(res, "decomposition")
     assert d["decomposer"] == "rules" and "used the rules decomposer" in d["warnings"][0]
     assert res.hits
 
 
-def test_bad_decomposer_settings_are_one_line_errors(col: Collection) -> None:
-    r = get_retriever("linking", col)
+def test_bad_decomposer_settings_are_one_line_errors(hotpot_col: Collection) -> None:
+    r = get_retriever("linking", hotpot_col)
     with pytest.raises(BadInputError, match="decomposer=gpt must be one of rules, none, endpoint"):
         r.search("Who is Ed Wood?", decomposer="gpt")
     with pytest.raises(BadInputError, match="needs decomposer_url"):
         r.search("Who is Ed Wood?", decomposer="endpoint")
 
 
-def test_redirects_reach_the_alias_index(col: Collection) -> None:
-    first = next(col.store.iter_docs())
-    [m] = linker_for(col).titles.exact(ALIAS.lower())
-    assert m.kind == "alias" and linker_for(col).titles.titles[m.doc] == first.title
+def test_redirects_reach_the_alias_index(hotpot_col: Collection) -> None:
+    first = next(hotpot_col.store.iter_docs())
+    [m] = linker_for(hotpot_col).titles.exact(ALIAS.lower())
+    assert m.kind == "alias" and linker_for(hotpot_col).titles.titles[m.doc] == first.title
 
 
-def test_doc_level_and_dhr_over_linked_documents(col: Collection, sample: tuple[Path, list[dict]]) -> None:
+def test_doc_level_and_dhr_over_linked_documents(hotpot_col: Collection, sample: tuple[Path, list[dict]]) -> None:
     q = sample[1][2]["text"]
-    res = get_retriever("linking", col).search(q, k=5, level="doc")
+    res = get_retriever("linking", hotpot_col).search(q, k=5, level="doc")
     linked = {e["title"] for e in step(res, "linked-documents")["linked"]}
     assert len({h.doc_id for h in res}) == len(res) and all(h.title in linked for h in res)
-    dhr = get_retriever("dhr", col).search(q, k=5, doc_stage="linked", top_docs=100)
+    dhr = get_retriever("dhr", hotpot_col).search(q, k=5, doc_stage="linked", top_docs=100)
     assert dhr.hits and all(h.title in linked for h in dhr)
     assert max(h.stages["doc"].score for h in dhr) <= 1.0
 

@@ -3,40 +3,27 @@
 A fake classifier (reading each document's Wikidata description, which the
 gold sets come from) stands in for the trained cross-encoder, so these tests
 check the mechanics: parsing, candidates, classification scopes, set algebra,
-evidence and trace; tests/train/test_classifier.py runs a trained one.
+evidence and trace; tests/cli/test_train.py trains and runs a real one.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
-from questdata import FakeClassifier, quest_collection
+from questdata import FakeClassifier
 
-from hiera.builds import open_collection
-from hiera.cli import main
 from hiera.collection import Collection
 from hiera.errors import HieraError
 from hiera.retrieve.sets import SetsRetriever
 from hiera.sets.classifier import Thresholds
-from hiera.sets.expr import And, Atom, Diff, Or, evaluate, from_json
+from hiera.sets.expr import evaluate
 from hiera.sets.lexical import LEXICAL_EVIDENCE
 from hiera.sets.plan import roles_of
-from hiera.sets.queries import gold_ids, load_set_queries, read_predictions
+from hiera.sets.queries import gold_ids, load_set_queries
 from hiera.sets.tune import set_f1
-
-
-@pytest.fixture(scope="module")
-def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return quest_collection(data_dir, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def col(quest: dict) -> Collection:
-    return open_collection(quest["root"])
 
 
 def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetriever, FakeClassifier]:
@@ -46,12 +33,12 @@ def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetr
     return r, fake
 
 
-def test_end_to_end_on_real_queries(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest)
+def test_end_to_end_on_real_queries(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest)
     queries = load_set_queries(quest["queries"])
     results = r.batch_search([q.query for q in queries], k=50)
     for q, res in zip(queries, results, strict=True):
-        gold, missing = gold_ids(col.store, q)
+        gold, missing = gold_ids(quest_col.store, q)
         assert missing == 0
         assert res.answer_set is not None and res.level == "doc"
         assert set_f1(set(res.answer_set), gold) >= 0.8, (q.query, res.answer_set, gold)
@@ -76,15 +63,15 @@ def test_end_to_end_on_real_queries(col: Collection, quest: dict) -> None:
         for h in res.hits[:n]:
             positive = {c for c, role in roles.items() if role != "negative" and h.stages.get(c) and h.stages[c].score >= 0.5}
             assert set(h.support) == positive and h.evidence and h.passage_id == h.evidence[0]
-            text = col.store.doc_fulltext(h.doc_id)
+            text = quest_col.store.doc_fulltext(h.doc_id)
             assert all(s in text for s in h.support.values())
             assert "set" in h.stages and h.to_dict()["support"] == h.support
         assert all(h.support == {} for h in res.hits[n:])
     assert fake.pairs > 0
 
 
-def test_difference_trace_names_the_excluding_constraint(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_difference_trace_names_the_excluding_constraint(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("American physicists who were not chemists", k=30)
     algebra = next(s for s in res.trace if s.name == "set-algebra").detail
     negated = [e for e in algebra["excluded"] if any(b["kind"] == "negated" for b in e["by"])]
@@ -99,11 +86,11 @@ def test_difference_trace_names_the_excluding_constraint(col: Collection, quest:
     assert cands["chemists"]["union"] == 0 and per["chemists"]["scored"] <= cands["American physicists"]["union"]
 
 
-def test_empty_candidates_and_an_empty_side(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_empty_candidates_and_an_empty_side(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("Zyxwvut qqqjjj", k=10)  # nothing shares a word: no candidates, an empty set, no error
     assert res.answer_set == [] and res.hits == []
-    r, _ = fake_sets(col, quest, zero=["dancers"])
+    r, _ = fake_sets(quest_col, quest, zero=["dancers"])
     res = r.search("American singers who were also dancers", k=10)
     assert res.answer_set == []  # an intersection with an empty side is empty
     algebra = next(s for s in res.trace if s.name == "set-algebra").detail
@@ -112,16 +99,16 @@ def test_empty_candidates_and_an_empty_side(col: Collection, quest: dict) -> Non
     )
 
 
-def test_unparseable_query_falls_back_and_says_so(col: Collection, quest: dict) -> None:
-    r, _ = fake_sets(col, quest)
+def test_unparseable_query_falls_back_and_says_so(quest_col: Collection, quest: dict) -> None:
+    r, _ = fake_sets(quest_col, quest)
     res = r.search("not dancers", k=5)
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["fallback"] and parse["template"] == "_" and "could not analyze" in parse["notes"][0]
     assert parse["constraints"] == ["not dancers"]
 
 
-def test_undecomposed_baseline_classifies_the_whole_query(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest, decompose=False)
+def test_undecomposed_baseline_classifies_the_whole_query(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest, decompose=False)
     res = r.search("English or Flemish painters", k=10)
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["constraints"] == ["English or Flemish painters"] and parse["template"] == "_"
@@ -129,8 +116,8 @@ def test_undecomposed_baseline_classifies_the_whole_query(col: Collection, quest
     assert list(per) == ["English or Flemish painters"] and per["English or Flemish painters"]["role"] == "query"
 
 
-def test_without_a_classifier_retrieval_scores_stand_in(col: Collection) -> None:
-    r = SetsRetriever(col, candidates=20)
+def test_without_a_classifier_retrieval_scores_stand_in(quest_col: Collection) -> None:
+    r = SetsRetriever(quest_col, candidates=20)
     res = r.search("German architects", k=5)
     cl = next(s for s in res.trace if s.name == "classify").detail
     assert cl["classifier"] is None and "--set classifier=DIR" in cl["note"]
@@ -140,8 +127,8 @@ def test_without_a_classifier_retrieval_scores_stand_in(col: Collection) -> None
         r.search("German architects", classifier="/nonexistent/classifier")
 
 
-def test_lead_coverage_is_the_lexical_evidence(col: Collection, quest: dict) -> None:
-    r, fake = fake_sets(col, quest)
+def test_lead_coverage_is_the_lexical_evidence(quest_col: Collection, quest: dict) -> None:
+    r, fake = fake_sets(quest_col, quest)
     plan = r.batch_plans(["German architects"])[0]
     lead = plan.lexical["German architects"]
     assert set(lead) == set(plan.scores["German architects"])  # every scored document has its evidence
@@ -165,37 +152,6 @@ def test_lead_coverage_is_the_lexical_evidence(col: Collection, quest: dict) -> 
     res = r.search("German architects", k=5)
     classify = next(s for s in res.trace if s.name == "classify").detail
     assert classify["lexical_weight"] == 0.5 and classify["lexical_evidence"] == LEXICAL_EVIDENCE
-
-
-def test_roles_and_expressions() -> None:
-    e = Diff(And((Atom("a"), Atom("b"))), Or((Atom("c"), Atom("a"))))
-    assert roles_of(e) == {"a": "positive", "b": "conjunct", "c": "negative"}
-    assert roles_of(Atom("q"), decompose=False) == {"q": "query"}
-    assert from_json({"op": "atom", "text": "x", "span": []}) == Atom("x")
-
-
-def test_eval_format_quest_json_and_predictions(quest: dict, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "out"
-    rc = main(["eval", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
-               "--retrievers", "bm25-doc,sets", "--set-k", "5", "--set", "sets.candidates=20", "--json",
-               "--out", str(out), "--quiet"])
-    data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and set(data) == {"bm25-doc", "sets"}
-    keys = {"set_precision", "set_recall", "set_f1", *(f"recall@{k}" for k in (20, 50, 100, 1000)),
-            *(f"mrecall@{k}" for k in (20, 50, 100, 1000))}
-    for m in data.values():
-        assert keys <= set(m) and m["count"] == 5 and m["gold_titles_missing"] == 0
-        assert set(m["by_template"]) == {q.template for q in load_set_queries(quest["queries"])}
-        for block in m["by_template"].values():
-            assert keys <= set(block)
-        assert all(0 <= m[k] <= 1 for k in keys)
-    assert data["bm25-doc"]["predicted_set"] == "top-5" and data["bm25-doc"]["avg_set_size"] == 5
-    assert data["sets"]["predicted_set"] == "answer_set"
-    preds = read_predictions(out / "sets.sets.jsonl")
-    assert len(preds) == 5 and all(p.template for p in preds.values())
-    ranking = read_predictions(out / "bm25-doc.ranking.jsonl")
-    assert all(len(p.docs) >= 5 for p in ranking.values())
-    assert "| sets | all |" in (out / "results.md").read_text()
 
 
 @pytest.mark.parametrize("module", ["hiera.retrieve.sets", "hiera.sets.classifier", "hiera.eval.sets", "hiera.sets.tune", "hiera.sets.plan"])

@@ -10,15 +10,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import helpers
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from helpers import API_KEY, BEE_SEARCH
 
 import hiera
 from hiera.backends import check_backend
+from hiera.builds import open_collection
+from hiera.corpus.store import CorpusStore
 from hiera.encode import DEFAULT_BACKEND
 from hiera.index.exact import cuda_available
-from hiera.retrieve import RETRIEVERS
+from hiera.retrieve import RETRIEVERS, get_retriever
+from hiera.serve import api
 
 HIT_FIELDS = {"rank", "score", "doc_id", "title", "passage_id", "section_path", "text", "stages", "evidence", "support", "breadcrumb", "reason"}
 BEES = "What do worker bees do in the hive?"
@@ -31,6 +36,11 @@ def client(app: FastAPI) -> Iterator[TestClient]:
         yield c
 
 
+def dhr_defaults(root: Path) -> dict[str, Any]:
+    """``dhr``'s parameters on the collection at ``root``, as the Python library resolves them."""
+    return get_retriever("dhr", open_collection(root)).defaults
+
+
 def _search(client: TestClient, **params: Any) -> dict[str, Any]:
     r = client.get("/search", params=params)
     assert r.status_code == 200, r.text
@@ -39,14 +49,15 @@ def _search(client: TestClient, **params: Any) -> dict[str, Any]:
 
 # -- /search ----------------------------------------------------------------------
 class TestSearch:
-    def test_dhr_hits_carry_every_field(self, client: TestClient) -> None:
+    def test_dhr_hits_carry_every_field(self, client: TestClient, collection_dir: Path) -> None:
         r = client.get("/search", params={"q": BEES, "k": 5})
         assert r.status_code == 200
         assert float(r.headers["X-Process-Time-Ms"]) >= 0
         body = r.json()
         assert body["retriever"] == "dhr" and body["level"] == "passage" and body["query"] == BEES
         assert body["took_ms"] > 0
-        assert body["params"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
+        # the parameters it ran with: the library's for this collection, "auto" resolved to the stage it chose
+        assert body["params"] == dhr_defaults(collection_dir) and body["params"]["doc_stage"] == "hybrid-max"
         hits = body["hits"]
         assert len(hits) == 5
         assert [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
@@ -270,13 +281,14 @@ class TestDocuments:
 
 # -- /health and / -------------------------------------------------------------------
 class TestHealthAndPage:
-    def test_health(self, client: TestClient) -> None:
+    def test_health(self, client: TestClient, collection_dir: Path) -> None:
         r = client.get("/health")
         assert r.status_code == 200
         h = r.json()
         assert h["status"] == "ok" and h["warm"] is True
-        assert h["stats"]["documents"] == 5
-        assert h["stats"]["passages"] == 29
+        stored = CorpusStore(collection_dir).stats()
+        assert (h["stats"]["documents"], h["stats"]["passages"]) == (stored["documents"], stored["passages"])
+        assert h["stats"]["documents"] == len(helpers.make_page_docs())
         assert h["retrievers"] == list(RETRIEVERS)
         assert h["defaults"] == {}
         assert set(h["models"]) == {"doc", "passage"}
@@ -284,7 +296,7 @@ class TestHealthAndPage:
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
             assert m["backend"] == check_backend(DEFAULT_BACKEND)  # what ran the encoders (the queries' too)
         assert h["search_device"] == ("cuda" if cuda_available() else "faiss")
-        assert h["retriever_params"]["dhr"] == {"lam": 1.75, "top_docs": 100, "doc_stage": "hybrid-max", "doc_alpha": 0.35, "passage_alpha": 0.3}
+        assert h["retriever_params"]["dhr"] == dhr_defaults(collection_dir)
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 
     def test_page_and_assets(self, client: TestClient) -> None:
@@ -323,16 +335,6 @@ def test_concurrent_requests_agree(client: TestClient) -> None:
         assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in expected[(q, name)]], abs=1e-5)
 
 
-# -- the command line ------------------------------------------------------------------
-def test_serve_command_is_registered_and_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hiera.cli import build_parser, main
-
-    args = build_parser().parse_args(["serve", str(tmp_path), "--port", "9", "--no-warmup"])
-    assert (args.index, args.host, args.port, args.no_warmup) == (str(tmp_path), "127.0.0.1", 9, True)
-    assert main(["serve", str(tmp_path / "missing")]) == 2
-    assert "not a hiera collection" in capsys.readouterr().err
-
-
 def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir: Path) -> None:
     """``hiera serve --vectors float32`` (matrices upcast in memory) answers exactly like the memory-mapped default."""
     from hiera.serve import create_app
@@ -343,3 +345,25 @@ def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir:
     want = client.get("/search", params=params).json()["hits"]
     assert [h["passage_id"] for h in got] == [h["passage_id"] for h in want] and got
     assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)
+
+
+# -- CORS (off unless one origin is allowed) ------------------------------------------------
+def test_cors_is_off_by_default(client_plain: TestClient) -> None:
+    r = client_plain.get("/health", headers={"Origin": "https://evil.example"})
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    pre = client_plain.options("/search", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
+    assert "access-control-allow-origin" not in pre.headers
+
+
+def test_cors_allows_one_origin(collection_dir: Path) -> None:
+    app = api.create_app(collection_dir, warmup=False, api_key=API_KEY, cors_origin="https://app.example")
+    with TestClient(app) as c:
+        # the preflight carries no key and must still be answered, for the one origin only
+        pre = c.options("/search", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET",
+                                            "Access-Control-Request-Headers": "authorization"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://app.example"
+        assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+        r = c.get(BEE_SEARCH, headers={"Origin": "https://app.example", "X-API-Key": API_KEY})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
+        other = c.get(BEE_SEARCH, headers={"Origin": "https://evil.example", "X-API-Key": API_KEY})
+        assert "access-control-allow-origin" not in other.headers

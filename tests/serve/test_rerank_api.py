@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import tiny_questions
 
-from hiera.builds import open_collection
 from hiera.crossencoder import Reranker
 from hiera.retrieve import get_retriever
 from hiera.retrieve.rerank import RerankRetriever
 from hiera.serve.api import create_app
-from hiera.train.args import RerankerArgs
-from hiera.train.reranker import train_reranker
 
 QUERY = "Which piece moves in an L shape?"
 
 
-@pytest.fixture(scope="module")
-def reranker_dir(shared_root, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve-rr") / "rr"
-    train_reranker(shared_root, tiny_questions(), out, RerankerArgs(max_steps=1, batch_size=4, progress=False),
-                   log=lambda m: None)
-    return out
-
-
-def test_rerank_through_the_api(shared_root, reranker_dir):
+def test_rerank_through_the_api(shared_root, col, reranker_dir):
     with TestClient(create_app(shared_root, warmup=False, reranker=reranker_dir, rerank_depth=5)) as client:
         health = client.get("/health").json()
         assert health["reranker"]["name"] == "rr" and health["reranker"]["depth"] == 5
@@ -51,7 +39,6 @@ def test_rerank_through_the_api(shared_root, reranker_dir):
         score, rank = before[h["passage_id"]]
         assert h["stages"]["retrieve"]["rank"] == rank and h["stages"]["retrieve"]["score"] == pytest.approx(score)
     # the same hits the Python pipeline returns
-    col = open_collection(shared_root)
     ours = RerankRetriever(get_retriever("bm25", col), Reranker(reranker_dir), depth=5).search(QUERY, k=3)
     assert [h["passage_id"] for h in hits] == [h.passage_id for h in ours.hits]
     assert scores == pytest.approx([h.score for h in ours.hits], abs=1e-6)

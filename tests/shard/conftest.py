@@ -10,7 +10,6 @@ and is shut down at the end of the session whatever the tests did.
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,23 +17,13 @@ from pathlib import Path
 import helpers
 import pytest
 
-from hiera.builds import build_collection
-from hiera.corpus.store import CorpusStore
 from hiera.index.build import BuildOptions
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def make_collection(root: Path, cache: Path, **options: object) -> Path:
-    store = CorpusStore(root, create=True)
-    store.ingest(helpers.make_docs() + helpers.make_extra_docs())
-    store.close()
-    build_collection(root, BuildOptions(progress=False, cache_dir=cache, **options), log=lambda m: None)  # type: ignore[arg-type]
-    return root
+    """The shared and the extra documents, built with ``options`` (shards, engine) through the test helper."""
+    opts = BuildOptions(progress=False, cache_dir=cache, **options)  # type: ignore[arg-type]
+    return helpers.build_collection(root, helpers.make_docs() + helpers.make_extra_docs(), opts)
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +62,9 @@ def ray_head() -> Iterator[dict]:
         pytest.skip("Ray is already initialized in this process")
     tmp = tempfile.mkdtemp(prefix="hiera-ray-", dir="/tmp")  # short: Ray's unix sockets live under it
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
-             _temp_dir=tmp, _metrics_export_port=free_port(), namespace="hiera-tests")
+             _temp_dir=tmp, _metrics_export_port=helpers.free_port(), namespace="hiera-tests")
     try:
-        yield {"temp_dir": tmp, "http_port": free_port()}
+        yield {"temp_dir": tmp, "http_port": helpers.free_port()}
     finally:
         try:
             from ray import serve

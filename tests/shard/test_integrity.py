@@ -141,14 +141,10 @@ def test_add_to_a_sharded_collection_stays_sharded_and_exact(unsharded: Path, tm
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`hiera add` rebuilds with the same shard count; the result equals one index over all documents."""
     from hiera.cli import main
-    from hiera.corpus.store import CorpusStore
 
     monkeypatch.setenv("HIERA_CACHE_DIR", str(shard_cache))
-    root = tmp_path / "col"
-    store = CorpusStore(root, create=True)
-    store.ingest(helpers.make_docs())
-    store.close()
-    build_collection(root, BuildOptions(progress=False, cache_dir=shard_cache, shards=3), log=lambda m: None)
+    root = helpers.build_collection(tmp_path / "col", helpers.make_docs(),
+                                    BuildOptions(progress=False, cache_dir=shard_cache, shards=3))
     src = helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())
     assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "--quiet"]) == 0
     col = open_collection(root)

@@ -1,19 +1,11 @@
-"""Training fixtures: the shared six-document collection, its pool, and questions on it."""
+"""Training fixtures: the shared collection's passage pool (``col`` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.train.pool import PassagePool
-
-
-@pytest.fixture(scope="session")
-def col(shared_root: Path) -> Collection:
-    return open_collection(shared_root)
 
 
 @pytest.fixture(scope="session")

@@ -1,19 +1,14 @@
-"""``hiera train-classifier``: labels derived from set expressions, and a short real run that loads and scores."""
+"""Training the set classifier: labels derived from set expressions, its arguments, units from real queries.
+
+The command (``hiera train-classifier``, then ``hiera sets tune``) is tested in tests/cli/test_train.py.
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import numpy as np
 import pytest
-from questdata import quest_collection
 
-from hiera.builds import open_collection
-from hiera.cli import main
+from hiera.collection import Collection
 from hiera.errors import BadInputError
-from hiera.retrieve.sets import SetsRetriever
-from hiera.sets.classifier import THRESHOLDS_FILE, SetClassifier
 from hiera.sets.expr import And, Atom, Diff, Or
 from hiera.train.args import ClassifierArgs
 from hiera.train.classifier import Labels, atom_labels, classifier_units
@@ -46,61 +41,19 @@ def test_classifier_args_are_checked() -> None:
         ClassifierArgs(units="queries").check()
     with pytest.raises(BadInputError):
         ClassifierArgs(negatives=1).check()
-    assert ClassifierArgs().check().max_length == 64
+    args = ClassifierArgs()
+    assert args.check() is args  # the defaults pass, and check() hands the arguments on
 
 
-@pytest.fixture(scope="module")
-def quest(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return quest_collection(data_dir, tmp_path_factory)
-
-
-def test_units_from_real_queries(quest: dict) -> None:
+def test_units_from_real_queries(quest: dict, quest_col: Collection) -> None:
     from hiera.sets.queries import load_set_queries
 
-    col = open_collection(quest["root"])
-    units, stats = classifier_units(col, load_set_queries(quest["queries"]))
+    units, stats = classifier_units(quest_col, load_set_queries(quest["queries"]))
     assert stats["queries"] == 5 and stats["gold_titles_missing"] == 0
     # the parser's texts: "mathematicians born in the 19th century", not the annotation's "born in the 19th century"
     assert "mathematicians born in the 19th century" in units
     assert units["chemists"].negatives and not units["chemists"].positives
     assert units["American physicists"].positives
     # a union's gold documents go to the alternative BM25 prefers (Turner to the English painters)
-    assert col.store.resolve_title("J. M. W. Turner") in units["English painters"].positives
+    assert quest_col.store.resolve_title("J. M. W. Turner") in units["English painters"].positives
     assert units["German architects"].kind == "query"  # a one-atom query is its own unit
-
-
-def test_train_classifier_cli_then_tune_then_search(quest: dict, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "clf"
-    rc = main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
-               "--out", str(out), "--max-steps", "2", "--batch-size", "4", "--negatives", "4", "--max-length", "48",
-               "--quiet"])
-    report = json.loads(capsys.readouterr().out)
-    assert rc == 0 and report["train"]["steps"] == 2 and report["peak_rss_mb"] > 0 and report["seconds_total"] > 0
-    meta = json.loads((out / "hiera-reranker.json").read_text())
-    assert meta["kind"] == "set-classifier" and 0 <= meta["threshold"] <= 1
-    assert not (tmp_path / "clf.partial").exists()
-    clf = SetClassifier(out)
-    assert clf.thresholds.source == "calibrated"
-    p = clf.score("German architects", ["a", "b"], ["Walter Gropius\nGerman architect.", "Chess\nA board game."])
-    assert p.shape == (2,) and np.all((p >= 0) & (p <= 1))
-    assert clf.score("German architects", ["a"], ["(cached: not read)"])[0] == pytest.approx(p[0])
-
-    # the same --out with another recipe: the finished run's checkpoint is not resumed (it would end the run at once)
-    assert (tmp_path / "clf.work" / "checkpoints" / "checkpoint-2").is_dir()
-    rc = main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
-               "--out", str(out), "--max-steps", "2", "--batch-size", "4", "--negatives", "4", "--max-length", "48",
-               "--lr", "1e-4", "--quiet"])
-    again = json.loads(capsys.readouterr().out)
-    assert rc == 0 and again["train"]["resumed_from"] is None and again["train"]["steps"] == 2
-
-    rc = main(["sets", "tune", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
-               "--classifier", str(out), "--set", "candidates=5", "--quiet"])
-    tuned = json.loads(capsys.readouterr().out)
-    assert rc == 0 and tuned["saved"] and (out / THRESHOLDS_FILE).exists() and 0 <= tuned["f1"] <= 1
-    assert SetClassifier(out).thresholds.source == "tuned"
-
-    res = SetsRetriever(open_collection(quest["root"]), classifier=str(out), candidates=5).search("German architects", k=5)
-    cl = next(s for s in res.trace if s.name == "classify").detail
-    assert cl["classifier"] == "clf" and cl["thresholds_from"] == "tuned" and res.answer_set is not None
-    assert main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "squad",
-                 "--out", str(tmp_path / "x")]) == 2

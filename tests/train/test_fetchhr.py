@@ -1,4 +1,7 @@
-"""``hiera train-fetchhr``: a few real steps on real SQuAD questions, then load, search, refuse a mismatch."""
+"""FetchHR training: a few real steps on real SQuAD questions, then load, search, refuse a mismatch.
+
+The command (``hiera train-fetchhr``) is tested in tests/cli/test_train.py.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hiera.builds import open_collection
-from hiera.cli import main
-from hiera.corpus.ingest import ingest
 from hiera.errors import BadInputError, ManifestMismatchError
-from hiera.eval.questions import load_questions
 from hiera.fetchhr.model import CONFIG_FILE, FetchHRModel
-from hiera.index.build import BuildOptions, build
 from hiera.index.dense import faiss_search
 from hiera.retrieve import get_retriever
 from hiera.train.fetchhr import FetchHRArgs, contrastive_loss, lr_lambda, train_fetchhr
-
-PARAGRAPHS = 8
-QUESTIONS = 24
-
-
-@pytest.fixture(scope="module")
-def squad(data_dir: Path, tmp_path_factory) -> dict:
-    """One SQuAD dev article's first paragraphs as a collection, and their questions."""
-    data = json.loads((data_dir / "squad" / "dev-v1.1.first24.json").read_text())
-    art = data["data"][0]
-    small = {"version": "1.1", "data": [{"title": art["title"], "paragraphs": art["paragraphs"][:PARAGRAPHS]}]}
-    tmp = tmp_path_factory.mktemp("fetchhr-squad")
-    path = tmp / "squad-small.json"
-    path.write_text(json.dumps(small))
-    root = tmp / "col"
-    ingest([path], "squad", root, progress=False)
-    build(root, BuildOptions(progress=False), log=lambda m: None)
-    col = open_collection(root)
-    qs = load_questions(path, "squad", limit=QUESTIONS, rules=col.store.rules)
-    return {"root": root, "questions": qs, "file": path, "col": col}
 
 
 def _args(**kw) -> FetchHRArgs:
@@ -47,13 +25,13 @@ def _args(**kw) -> FetchHRArgs:
 
 
 @pytest.fixture(scope="module")
-def trained(squad, tmp_path_factory) -> tuple[Path, dict]:
+def trained(squad_article, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("fetchhr-model") / "heads"
-    report = train_fetchhr(squad["root"], squad["questions"], out, _args(), log=lambda m: None)
+    report = train_fetchhr(squad_article["root"], squad_article["questions"], out, _args(), log=lambda m: None)
     return out, report
 
 
-def test_trains_publishes_and_records_metadata(trained, squad) -> None:
+def test_trains_publishes_and_records_metadata(trained, squad_article) -> None:
     out, report = trained
     assert sorted(p.name for p in out.iterdir()) == ["fetchhr.json", "hiera-train.json", "rnets.safetensors"]
     saved = json.loads((out / "hiera-train.json").read_text())
@@ -61,36 +39,36 @@ def test_trains_publishes_and_records_metadata(trained, squad) -> None:
     assert saved["peak_rss_mb"] > 0 and saved["train_seconds"] > 0 and saved["examples"]["kept"] > 8
     assert saved["args"]["learning_rate"] == 1e-3
     cfg = json.loads((out / CONFIG_FILE).read_text())
-    assert cfg["passage_fingerprint"] == squad["col"].manifest.models["passage"]["fingerprint"]
+    assert cfg["passage_fingerprint"] == squad_article["col"].manifest.models["passage"]["fingerprint"]
     assert not out.with_name(out.name + ".partial").exists()
 
 
-def test_heads_load_with_the_passage_index_dimension_and_unit_norm(trained, squad) -> None:
+def test_heads_load_with_the_passage_index_dimension_and_unit_norm(trained, squad_article) -> None:
     out, _ = trained
     model = FetchHRModel.load(out)
-    vecs = model.query_vectors([q.text for q in squad["questions"][:3]], model.layers)
-    dim = squad["col"].passage_vectors.shape[1]
+    vecs = model.query_vectors([q.text for q in squad_article["questions"][:3]], model.layers)
+    dim = squad_article["col"].passage_vectors.shape[1]
     for n in model.layers:
         assert vecs[n].shape == (3, dim)
         np.testing.assert_allclose(np.linalg.norm(vecs[n], axis=1), 1.0, rtol=1e-5)
     # three steps moved the heads off their identity start (the mean-pooled layer)
-    free = FetchHRModel.mean_pooled(model.encoder).query_vectors([squad["questions"][0].text], [1])[1]
+    free = FetchHRModel.mean_pooled(model.encoder).query_vectors([squad_article["questions"][0].text], [1])[1]
     assert not np.allclose(free, vecs[1][:1], atol=1e-4)
 
 
-def test_trained_model_searches_with_layer_provenance(trained, squad) -> None:
+def test_trained_model_searches_with_layer_provenance(trained, squad_article) -> None:
     out, _ = trained
-    r = get_retriever("fetchhr", squad["col"], model=str(out))
-    assert squad["col"].n_passages >= 6
-    res = r.search(squad["questions"][0].text, k=6, k_per_layer="1")
+    r = get_retriever("fetchhr", squad_article["col"], model=str(out))
+    assert squad_article["col"].n_passages >= 6
+    res = r.search(squad_article["questions"][0].text, k=6, k_per_layer="1")
     assert len({h.passage_id for h in res.hits}) == 6
     assert sorted({next(iter(h.stages)) for h in res.hits}) == [f"layer{n}" for n in range(1, 7)]
 
 
-def test_last_layer_queries_with_the_encoders_own_vector_by_default(trained, squad) -> None:
+def test_last_layer_queries_with_the_encoders_own_vector_by_default(trained, squad_article) -> None:
     out, _ = trained
-    col = squad["col"]
-    q = squad["questions"][0].text
+    col = squad_article["col"]
+    q = squad_article["questions"][0].text
     r = get_retriever("fetchhr", col, model=str(out))
     dense = get_retriever("dense", col).search(q, k=5)
     own = r.search(q, k=5, single_layer=6)
@@ -108,32 +86,23 @@ def test_last_layer_queries_with_the_encoders_own_vector_by_default(trained, squ
     np.testing.assert_allclose([h.score for h in head.hits], sc[0], rtol=1e-5)
 
 
-def test_a_mismatched_passage_encoder_is_refused(trained, squad, tmp_path) -> None:
+def test_a_mismatched_passage_encoder_is_refused(trained, squad_article, tmp_path) -> None:
     out, _ = trained
     other = tmp_path / "other"
     shutil.copytree(out, other)
     cfg = json.loads((other / CONFIG_FILE).read_text())
     cfg["passage_fingerprint"] = "0" * 64
     (other / CONFIG_FILE).write_text(json.dumps(cfg))
-    r = get_retriever("fetchhr", squad["col"], model=str(other))
+    r = get_retriever("fetchhr", squad_article["col"], model=str(other))
     with pytest.raises(ManifestMismatchError) as e:
         r.search("Who won Super Bowl 50?", k=6)
     assert "trained against passage encoder 000000000000" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_rerun_resumes_from_the_checkpoint(trained, squad) -> None:
+def test_rerun_resumes_from_the_checkpoint(trained, squad_article) -> None:
     out, _ = trained
-    report = train_fetchhr(squad["root"], squad["questions"], out, _args(), log=lambda m: None)
+    report = train_fetchhr(squad_article["root"], squad_article["questions"], out, _args(), log=lambda m: None)
     assert report["resumed_from"] and report["steps"] == 3 and report["examples"]["reused"]
-
-
-def test_cli_trains_a_subset_of_layers(squad, tmp_path, capsys) -> None:
-    out = tmp_path / "cli-heads"
-    rc = main(["train-fetchhr", str(squad["root"]), "--questions", str(squad["file"]), "--format", "squad",
-               "--out", str(out), "--layers", "3,6", "--max-steps", "1", "--batch-size", "4", "--limit", "8", "-q"])
-    printed = json.loads(capsys.readouterr().out)
-    assert rc == 0 and printed["layers"] == [3, 6] and printed["steps"] == 1
-    assert FetchHRModel.load(out).layers == [3, 6]
 
 
 @pytest.mark.parametrize(
@@ -146,9 +115,9 @@ def test_cli_trains_a_subset_of_layers(squad, tmp_path, capsys) -> None:
         ({"hard_negatives": -1}, "hard-negatives"),
     ],
 )
-def test_bad_arguments_are_one_line_errors(squad, tmp_path, kw: dict, needle: str) -> None:
+def test_bad_arguments_are_one_line_errors(squad_article, tmp_path, kw: dict, needle: str) -> None:
     with pytest.raises(BadInputError) as e:
-        train_fetchhr(squad["root"], squad["questions"], tmp_path / "x", _args(**kw), log=lambda m: None)
+        train_fetchhr(squad_article["root"], squad_article["questions"], tmp_path / "x", _args(**kw), log=lambda m: None)
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 

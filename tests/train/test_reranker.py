@@ -83,15 +83,3 @@ def test_train_reranker_smoke(shared_root, tmp_path):
     assert again["weight"] == meta["weight"] and again["weight_fit"] == fit
     assert (out / "model.safetensors").read_bytes() == weights
     assert json.loads((out / "hiera-reranker.json").read_text())["train"] == meta["train"]
-
-
-def test_calibrate_only_needs_a_trained_reranker(shared_root, tmp_path, capsys):
-    from hiera.cli import main
-
-    qfile = tmp_path / "q.jsonl"
-    qfile.write_text('{"question": "Which piece moves in an L shape?", "answers": ["knight"]}\n')
-    rc = main(["train-reranker", str(shared_root), "--questions", str(qfile), "--format", "dpr-jsonl",
-               "--out", str(tmp_path / "none"), "--calibrate-only"])
-    assert rc == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("hiera: error: --calibrate-only:") and "has no hiera-reranker.json" in err and "\n" not in err

@@ -19,10 +19,11 @@ def squad_dev(data_dir: Path) -> Path:
     return path
 
 
-def test_first24_counts(squad_dev: Path):
+def test_first24_one_document_per_article(squad_dev: Path):
     docs = list(read_squad(squad_dev))
-    assert len(docs) == 24
-    assert sum(len(d.lead) for d in docs) == 1048
+    raw = json.loads(squad_dev.read_text(encoding="utf-8"))["data"]
+    assert [d.id for d in docs] == [a["title"] for a in raw]
+    assert sum(len(d.lead) for d in docs) == sum(len(a["paragraphs"]) for a in raw)
     first = docs[0]
     assert (first.id, first.title) == ("Super_Bowl_50", "Super Bowl 50")
     assert first.keep_paragraphs and not first.sections

@@ -15,15 +15,15 @@ from hiera.eval.questions import load_squad
 
 
 @pytest.fixture(scope="module")
-def app(squad_tiny: tuple[Path, Path], tiny_reader: Path) -> FastAPI:
+def reader_app(squad_tiny: tuple[Path, Path], tiny_reader: Path) -> FastAPI:
     from hiera.serve import create_app
 
     return create_app(squad_tiny[0], warmup=False, reader=tiny_reader)
 
 
 @pytest.fixture(scope="module")
-def client(app: FastAPI) -> Iterator[TestClient]:
-    with TestClient(app) as c:
+def client(reader_app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(reader_app) as c:
         yield c
 
 
@@ -73,9 +73,9 @@ CHROMIUM = helpers.CHROMIUM
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-def test_the_page_shows_the_answer_first_highlighted_in_its_passage(app: FastAPI, question: str):
+def test_the_page_shows_the_answer_first_highlighted_in_its_passage(reader_app: FastAPI, question: str):
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    with helpers.running_server(app) as url, sync_api.sync_playwright() as pw:
+    with helpers.running_server(reader_app) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=helpers.CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})

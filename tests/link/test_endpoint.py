@@ -13,7 +13,6 @@ import pytest
 
 from hiera.errors import BadInputError
 from hiera.link.endpoint import SETS, EndpointDecomposer, chat_url, parse_sets
-from hiera.link.nlp import SpacyModel
 from hiera.link.rules import RulesDecomposer
 
 GOOD = {"sets": [[f"Fact {i}.{j} about the film." for j in range(3)] for i in range(5)]}
@@ -68,11 +67,6 @@ def server() -> Iterator[str]:
     srv.server_close()
 
 
-@pytest.fixture(scope="module")
-def rules() -> RulesDecomposer:
-    return RulesDecomposer(SpacyModel())
-
-
 def test_good_reply_gives_five_sets_of_three_and_the_request_is_openai_shaped(server: str, rules: RulesDecomposer) -> None:
     FakeOpenAI.requests.clear()
     d = EndpointDecomposer(f"{server}/good/v1", rules, timeout=5).decompose(QUESTION)
@@ -111,7 +105,7 @@ def test_endpoint_down_falls_back(rules: RulesDecomposer) -> None:
     assert d.source == "rules" and d.warnings and "failed" in d.warnings[0]
 
 
-def test_parse_sets_and_urls() -> None:
+def test_parse_sets_and_urls(rules: RulesDecomposer) -> None:
     assert parse_sets('{"sets": [["a", " b  c "], "d"]}') == [["a", "b c"], ["d"]]
     for bad in ("[]", '{"sets": 3}', '{"sets": [[1, 2]]}', '{"sets": [[""]]}', "nope"):
         with pytest.raises(ValueError):
@@ -119,4 +113,4 @@ def test_parse_sets_and_urls() -> None:
     assert chat_url("http://h/v1/") == "http://h/v1/chat/completions"
     assert chat_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
     with pytest.raises(BadInputError, match="http"):
-        EndpointDecomposer("file:///etc/passwd", RulesDecomposer(SpacyModel()))
+        EndpointDecomposer("file:///etc/passwd", rules)

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from hiera.errors import BadInputError
-from hiera.link.decompose import BRIDGE, DECOMPOSERS, get_decomposer
-from hiera.link.nlp import SpacyModel
+from hiera.link.decompose import BRIDGE
 from hiera.link.rules import RulesDecomposer
-from hiera.spec import LINK_DECOMPOSERS
-
-
-@pytest.fixture(scope="module")
-def rules() -> RulesDecomposer:
-    return RulesDecomposer(SpacyModel())
 
 
 def subs(d) -> list[str]:
@@ -62,16 +52,6 @@ def test_one_hop_questions_are_not_split(rules: RulesDecomposer) -> None:
     for q in ("How many people live in Paris?", "When was the Eiffel Tower built?"):
         d = rules.decompose(q)
         assert d.shape == "none" and d.sub_questions == [] and d.texts() == []
-
-
-def test_decomposer_names() -> None:
-    assert tuple(DECOMPOSERS) == LINK_DECOMPOSERS  # the registry's choices are the implemented ones
-    nlp = SpacyModel()
-    assert get_decomposer("none", nlp).decompose("Who directed Jaws and produced Jurassic Park?").sub_questions == []
-    with pytest.raises(BadInputError, match="unknown decomposer 'gpt'"):
-        get_decomposer("gpt", nlp)
-    with pytest.raises(BadInputError, match="needs decomposer_url"):
-        get_decomposer("endpoint", nlp)
 
 
 def test_than_comparison_swaps_in_the_other_side(rules: RulesDecomposer) -> None:

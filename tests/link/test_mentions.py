@@ -12,8 +12,8 @@ from hiera.link.nlp import SpacyModel
 
 
 @pytest.fixture(scope="module")
-def detector() -> MentionDetector:
-    return MentionDetector(SpacyModel())
+def detector(nlp: SpacyModel) -> MentionDetector:
+    return MentionDetector(nlp)
 
 
 def test_spans_point_into_the_question(detector: MentionDetector) -> None:

@@ -1,0 +1,70 @@
+"""``hiera eval`` with a reader and on QUEST set queries (``--format quest``), and ``hiera tune``'s report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helpers
+import pytest
+from helpers import run_cli
+
+from hiera.cli import main
+from hiera.collection import Collection
+from hiera.eval.match import has_answer
+from hiera.retrieve import get_retriever
+from hiera.sets.queries import load_set_queries, read_predictions
+
+
+def test_eval_with_a_reader_reports_em_and_f1_per_read_k(squad_tiny, tiny_reader: Path, capsys, tmp_path: Path):
+    root, qfile = squad_tiny
+    assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
+                 "--ks", "1,5", "--reader", str(tiny_reader), "--read-k", "1,3", "--latency-sample", "0",
+                 "--set", "max_answer_tokens=20", "--json", "-q"]) == 0
+    m = json.loads(capsys.readouterr().out)["bm25"]
+    for k in (1, 3):
+        assert 0.0 <= m[f"em@{k}"] <= m[f"f1@{k}"] <= 1.0
+    # the reader answers its own training questions from the passages BM25 ranks first
+    assert m["em@1"] > 0.3
+    assert m["latency_read_ms_p50"] > 0
+
+
+def test_tune_target_k(shared_root: Path, col: Collection, tmp_path: Path, capsys) -> None:
+    qfile = tmp_path / "qs.jsonl"
+    qfile.write_text("".join(json.dumps({"question": q.text, "answer": q.answers}) + "\n" for q in helpers.tiny_questions()))
+    base = ["tune", str(shared_root), "--questions", str(qfile), "--format", "nq-open", "--grid", "top_docs=1,3", "--dry-run", "--quiet"]
+    rc, out, err = run_cli(capsys, *base, "--target-k", "1")
+    assert rc == 0, err
+    data = json.loads(out)
+    # the reported top-1 is what searching with the chosen parameters gets, question by question
+    qs = helpers.tiny_questions()
+    runs = get_retriever("dhr", col).batch_search([q.text for q in qs], k=1, **data["params"])
+    found = [has_answer(q.answers, r.hits[0].text, q.answer_mode) for q, r in zip(qs, runs, strict=True)]
+    assert data["top1"] == pytest.approx(sum(found) / len(qs))
+    assert "top20" not in data and data["params"]["top_docs"] in (1, 3) and data["saved"] is None
+    rc, out, err = run_cli(capsys, *base, "--target-k", "0")
+    assert rc == 2 and "--target-k" in err
+
+
+def test_eval_format_quest_json_and_predictions(quest: dict, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    rc = main(["eval", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
+               "--retrievers", "bm25-doc,sets", "--set-k", "5", "--set", "sets.candidates=20", "--json",
+               "--out", str(out), "--quiet"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and set(data) == {"bm25-doc", "sets"}
+    keys = {"set_precision", "set_recall", "set_f1", *(f"recall@{k}" for k in (20, 50, 100, 1000)),
+            *(f"mrecall@{k}" for k in (20, 50, 100, 1000))}
+    for m in data.values():
+        assert keys <= set(m) and m["count"] == 5 and m["gold_titles_missing"] == 0
+        assert set(m["by_template"]) == {q.template for q in load_set_queries(quest["queries"])}
+        for block in m["by_template"].values():
+            assert keys <= set(block)
+        assert all(0 <= m[k] <= 1 for k in keys)
+    assert data["bm25-doc"]["predicted_set"] == "top-5" and data["bm25-doc"]["avg_set_size"] == 5
+    assert data["sets"]["predicted_set"] == "answer_set"
+    preds = read_predictions(out / "sets.sets.jsonl")
+    assert len(preds) == 5 and all(p.template for p in preds.values())
+    ranking = read_predictions(out / "bm25-doc.ranking.jsonl")
+    assert all(len(p.docs) >= 5 for p in ranking.values())
+    assert "| sets | all |" in (out / "results.md").read_text()

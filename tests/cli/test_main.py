@@ -1,0 +1,50 @@
+"""The ``hiera`` entry point: one-line errors (exit 2) for every kind of bad input, and a light ``--help``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["search", "{root}", "   "], "empty"),
+        (["search", "{root}", "q", "-k", "0"], "k must be"),
+        (["search", "{root}", "q", "--set", "lambda=-1"], "lambda (= lam)=-1"),
+        (["search", "{root}", "q", "--set", "fusion=rrf"], "no parameter 'fusion' in dhr"),
+        (["search", "{root}", "q", "--set", "lam"], "NAME=VALUE"),
+        (["search", "{root}", "q", "-r", "hybrid", "--set", "fusion=max"], "fusion=max must be one of rrf, interp"),
+        (["eval", "{root}", "--questions", "{missing}", "--format", "squad", "--set", "doc_alpha=2"], "doc_alpha=2"),
+        (["search", "{missing}", "q"], "not a hiera collection"),
+        (["stats", "{missing}"], "not a hiera collection"),
+        (["search", "{root}", "q", "--passage-encoder", "{missing}"], "not a local directory"),
+    ],
+)
+def test_user_errors_are_one_line(shared_root: Path, tmp_path: Path, capsys, argv: list[str], needle: str) -> None:
+    args = [a.format(root=shared_root, missing=tmp_path / "missing") for a in argv]
+    rc, out, err = run_cli(capsys, *args)
+    assert rc == 2
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hiera: error: ") and needle in lines[0]
+
+
+def test_commands_other_than_serve_do_not_import_fastapi() -> None:
+    """``hiera serve`` registers with every command: its defaults must come without FastAPI (~0.4 s to import)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from hiera.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'fastapi' not in sys.modules, 'fastapi imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)

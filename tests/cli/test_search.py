@@ -1,0 +1,57 @@
+"""``hiera search`` on the shared collection: JSON and human output, every method."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helpers
+import pytest
+from helpers import run_cli
+
+from hiera.collection import Collection
+from hiera.retrieve import RETRIEVERS, get_retriever
+
+
+def test_search_json(shared_root: Path, col: Collection, capsys) -> None:
+    rc, out, err = run_cli(capsys, "search", str(shared_root), helpers.TOPIC_QUERIES["chess"], "--json", "-k", "3")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["retriever"] == "dhr" and data["level"] == "passage"
+    assert data["query"] == helpers.TOPIC_QUERIES["chess"]
+    assert 1 <= len(data["hits"]) <= 3
+    hit = data["hits"][0]
+    assert hit["doc_id"] == "chess" and hit["rank"] == 1
+    assert hit["passage_id"].startswith("chess#")
+    assert hit["breadcrumb"].startswith("Chess")
+    assert set(hit["stages"]) == {"doc", "passage", "dense", "bm25"}  # the hybrid passage stage and its parts
+    # the parameters the search ran with: the method's on this collection, "auto" resolved to the stage it chose
+    dhr = get_retriever("dhr", col)
+    assert data["params"] == dhr.defaults and data["params"]["doc_stage"] == "hybrid-max"
+    # and they are enough to reproduce the hits from Python
+    again = dhr.search(data["query"], k=3, **data["params"])
+    assert [h["passage_id"] for h in data["hits"]] == [h.passage_id for h in again.hits]
+    assert [s["name"] for s in data["trace"]][0] == "encode-query"
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_search_every_retriever(shared_root: Path, capsys, retriever: str) -> None:
+    rc, out, err = run_cli(capsys, "search", str(shared_root), helpers.TOPIC_QUERIES["jazz"], "-r", retriever, "--json", "-k", "2")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["retriever"] == retriever
+    assert data["hits"] and data["hits"][0]["doc_id"] == "jazz"
+
+
+def test_search_human_output_has_breadcrumbs(shared_root: Path, capsys) -> None:
+    q = "shield volcanoes with broad gentle slopes of basaltic lava"
+    rc, out, err = run_cli(capsys, "search", str(shared_root), q, "-r", "bm25", "-k", "2")
+    assert rc == 0, err
+    assert out.startswith("bm25 · passage · 2 results · ")
+    assert "  1. Volcanoes › Types of volcanoes › Shield volcanoes    [" in out
+    assert "Mauna Loa" in out
+    rc, out, _ = run_cli(capsys, "search", str(shared_root), q, "-r", "dhr", "--level", "doc", "-k", "2",
+                         "--set", "lambda=0.5", "--set", "top_docs=3")
+    assert rc == 0
+    assert "  1. Volcanoes › Types of volcanoes › Shield volcanoes" not in out  # doc hits have no section
+    assert "  1. Volcanoes    [" in out

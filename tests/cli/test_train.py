@@ -1,0 +1,233 @@
+"""The training commands: ``hiera train`` → ``build --passage-encoder`` → ``search/eval --rerank`` end to end,
+``train-reranker``, ``train-classifier`` (then ``sets tune``), ``train-fetchhr`` and ``train-reader``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helpers
+import numpy as np
+import pytest
+from helpers import run_cli
+
+from hiera.cli import main
+from hiera.collection import Collection
+from hiera.fetchhr.model import FetchHRModel
+from hiera.retrieve.sets import SetsRetriever
+from hiera.sets.classifier import THRESHOLDS_FILE, SetClassifier
+
+
+@pytest.fixture(scope="module")
+def questions_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("q") / "train.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"question": q.text, "answer": q.answers}) for q in helpers.tiny_questions())
+    )
+    return path
+
+
+def test_train_build_search_eval(shared_root, questions_file, tmp_path, capsys):
+    root = helpers.copy_collection(shared_root, tmp_path / "col")
+    model = tmp_path / "models" / "passage"
+    rc, out, err = run_cli(
+        capsys,
+        "train",
+        str(root),
+        "--questions",
+        str(questions_file),
+        "--format",
+        "nq-open",
+        "--out",
+        str(model),
+        "--negatives",
+        "in-batch,bm25,in-sec",
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "-q",
+    )
+    assert rc == 0, err
+    assert json.loads(out)["iterations"][0]["steps"] == 1 and (model / "hiera-train.json").exists()
+    reranker = tmp_path / "models" / "rr"
+    rc, out, err = run_cli(
+        capsys,
+        "train-reranker",
+        str(root),
+        "--questions",
+        str(questions_file),
+        "--format",
+        "nq-open",
+        "--out",
+        str(reranker),
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "-q",
+    )
+    assert rc == 0, err
+    assert 0 <= json.loads(out)["threshold"] <= 1
+
+    rc, _, err = run_cli(capsys, "build", str(root), "--passage-encoder", str(model), "-q")
+    assert rc == 0, err
+    manifest = json.loads((root / "index" / "manifest.json").read_text())
+    assert manifest["models"]["passage"]["path"] == str(model)
+    assert manifest["models"]["doc"]["path"] != str(model)
+
+    rc, out, err = run_cli(
+        capsys,
+        "search",
+        str(root),
+        "Which piece moves in an L shape?",
+        "-r",
+        "dense",
+        "--rerank",
+        str(reranker),
+        "--rerank-depth",
+        "5",
+        "-k",
+        "3",
+        "--json",
+    )
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["retriever"] == "dense+rerank" and len(res["hits"]) == 3
+    assert {"passage", "retrieve", "rerank"} <= set(res["hits"][0]["stages"])
+
+    rc, out, err = run_cli(
+        capsys,
+        "eval",
+        str(root),
+        "--questions",
+        str(questions_file),
+        "--format",
+        "nq-open",
+        "--retrievers",
+        "bm25",
+        "--rerank",
+        str(reranker),
+        "--k",
+        "1,5",
+        "--json",
+        "-q",
+    )
+    assert rc == 0, err
+    assert "top5" in json.loads(out)["bm25+rerank"]
+
+
+def test_train_errors_are_one_line(shared_root, questions_file, tmp_path, capsys):
+    rc, _, err = run_cli(
+        capsys,
+        "train",
+        str(shared_root),
+        "--questions",
+        str(questions_file),
+        "--format",
+        "nq-open",
+        "--out",
+        str(tmp_path / "m"),
+        "--negatives",
+        "in-batch,abstract",
+    )
+    assert rc == 2 and "unknown passage negative kind(s) abstract" in err and err.count("\n") == 1
+    rc, _, err = run_cli(
+        capsys,
+        "train",
+        str(tmp_path / "nowhere"),
+        "--questions",
+        str(questions_file),
+        "--format",
+        "nq-open",
+        "--out",
+        str(tmp_path / "m"),
+    )
+    assert rc == 2 and "hiera: error:" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    rc, _, err = run_cli(
+        capsys,
+        "train-reranker",
+        str(shared_root),
+        "--questions",
+        str(empty),
+        "--format",
+        "nq-open",
+        "--out",
+        str(tmp_path / "r"),
+    )
+    assert rc == 2 and "hiera: error:" in err
+    assert not (tmp_path / "m").exists() and not (tmp_path / "r").exists()
+
+
+def test_calibrate_only_needs_a_trained_reranker(shared_root, tmp_path, capsys):
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text('{"question": "Which piece moves in an L shape?", "answers": ["knight"]}\n')
+    rc = main(["train-reranker", str(shared_root), "--questions", str(qfile), "--format", "dpr-jsonl",
+               "--out", str(tmp_path / "none"), "--calibrate-only"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hiera: error: --calibrate-only:") and "has no hiera-reranker.json" in err and "\n" not in err
+
+
+def test_train_classifier_cli_then_tune_then_search(quest: dict, quest_col: Collection, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "clf"
+    rc = main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
+               "--out", str(out), "--max-steps", "2", "--batch-size", "4", "--negatives", "4", "--max-length", "48",
+               "--quiet"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["train"]["steps"] == 2 and report["peak_rss_mb"] > 0 and report["seconds_total"] > 0
+    meta = json.loads((out / "hiera-reranker.json").read_text())
+    assert meta["kind"] == "set-classifier" and 0 <= meta["threshold"] <= 1
+    assert not (tmp_path / "clf.partial").exists()
+    clf = SetClassifier(out)
+    assert clf.thresholds.source == "calibrated"
+    p = clf.score("German architects", ["a", "b"], ["Walter Gropius\nGerman architect.", "Chess\nA board game."])
+    assert p.shape == (2,) and np.all((p >= 0) & (p <= 1))
+    assert clf.score("German architects", ["a"], ["(cached: not read)"])[0] == pytest.approx(p[0])
+
+    # the same --out with another recipe: the finished run's checkpoint is not resumed (it would end the run at once)
+    assert (tmp_path / "clf.work" / "checkpoints" / "checkpoint-2").is_dir()
+    rc = main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
+               "--out", str(out), "--max-steps", "2", "--batch-size", "4", "--negatives", "4", "--max-length", "48",
+               "--lr", "1e-4", "--quiet"])
+    again = json.loads(capsys.readouterr().out)
+    assert rc == 0 and again["train"]["resumed_from"] is None and again["train"]["steps"] == 2
+
+    rc = main(["sets", "tune", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "quest",
+               "--classifier", str(out), "--set", "candidates=5", "--quiet"])
+    tuned = json.loads(capsys.readouterr().out)
+    assert rc == 0 and tuned["saved"] and (out / THRESHOLDS_FILE).exists() and 0 <= tuned["f1"] <= 1
+    assert SetClassifier(out).thresholds.source == "tuned"
+
+    res = SetsRetriever(quest_col, classifier=str(out), candidates=5).search("German architects", k=5)
+    cl = next(s for s in res.trace if s.name == "classify").detail
+    assert cl["classifier"] == "clf" and cl["thresholds_from"] == "tuned" and res.answer_set is not None
+    assert main(["train-classifier", str(quest["root"]), "--questions", str(quest["queries"]), "--format", "squad",
+                 "--out", str(tmp_path / "x")]) == 2
+
+
+def test_cli_trains_a_subset_of_layers(squad_article, tmp_path, capsys) -> None:
+    out = tmp_path / "cli-heads"
+    rc = main(["train-fetchhr", str(squad_article["root"]), "--questions", str(squad_article["file"]), "--format", "squad",
+               "--out", str(out), "--layers", "3,6", "--max-steps", "1", "--batch-size", "4", "--limit", "8", "-q"])
+    printed = json.loads(capsys.readouterr().out)
+    assert rc == 0 and printed["layers"] == [3, 6] and printed["steps"] == 1
+    assert FetchHRModel.load(out).layers == [3, 6]
+
+
+def test_train_reader_resumes_from_its_checkpoint(squad_tiny, tmp_path: Path, capsys):
+    root, qfile = squad_tiny
+    out = tmp_path / "rd"
+    base = ["train-reader", str(root), "--questions", str(qfile), "--format", "squad", "--out", str(out),
+            "--batch-size", "4", "--max-length", "96", "--stride", "24", "--save-steps", "2", "-q"]
+    assert main([*base, "--max-steps", "2"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["train"]["steps"] == 2 and first["train"]["resumed_from"] is None
+    assert main([*base, "--max-steps", "4"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["train"]["steps"] == 4 and second["train"]["resumed_from"].endswith("checkpoint-2")
+    assert json.loads((out / "hiera-reader.json").read_text())["train"]["steps"] == 4
+    assert main([*base, "--max-steps", "2", "--stride", "60"]) == 2  # stride must stay below half a window
+    assert "--stride" in capsys.readouterr().err
