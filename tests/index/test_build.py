@@ -68,7 +68,9 @@ def test_manifest_records_models_rules_and_files(shared_root: Path) -> None:
     asked = BuildOptions()
     assert m.bm25 is not None
     assert Bm25Config.from_dict(m.bm25) == asked.bm25_config and m.bm25["doc_text"] == asked.bm25_doc_text
-    assert m.faiss == {"passage": asked.passage_factory, "doc": asked.doc_factory}
+    # no factory asked: the profile's, which a six-document collection's auto profile makes Flat
+    assert asked.passage_factory is None and m.profile["name"] == "small" and m.profile["asked"] == asked.profile
+    assert m.faiss == {"passage": "Flat", "doc": "Flat"}
     assert m.defaults == {}  # nothing set at build time: the registry's defaults apply
     for pkg in ("hiera", "python", "numpy", "faiss-cpu", "bm25s", "torch", "sentence-transformers"):
         assert m.versions.get(pkg), pkg
