@@ -118,3 +118,35 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert "is not a hiera collection" in err and len(err.splitlines()) == 1
     assert main(["mcp", str(tmp_path), "--http", "nohost"]) == 2
     assert "--http takes HOST:PORT" in capsys.readouterr().err
+
+
+def test_streamable_http_transport(shared_root: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = _server(str(shared_root), "--http", f"127.0.0.1:{port}")
+    proc = subprocess.Popen([params.command, *params.args], env=params.env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+    async def ask() -> Any:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            return await client.call_tool("search", {"query": "Which piece moves in an L shape?", "k": 1})
+
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                res = asyncio.run(ask())
+                break
+            except Exception:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "hiera mcp --http did not answer"
+                time.sleep(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert not res.is_error and res.structured_content["hits"][0]["breadcrumb"] == "Chess › Rules › Movement of the pieces"
