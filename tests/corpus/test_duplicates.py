@@ -205,3 +205,19 @@ def test_hiera_add_merges_into_an_indexed_document(shared_root: Path, tmp_path: 
         titled = next(p for r, p in col.store.iter_passages([doc_id]) if r == row).titled_text(col.store.title_sep)
         expected = enc.encode_document([titled])[0]
         assert float(np.dot(col.passage_vectors[i].astype(np.float32), expected)) > 0.99
+
+
+def test_eval_finds_a_merged_away_gold_document(tmp_path: Path) -> None:
+    """A question whose gold id is a document merged into another still counts, as that document."""
+    from hiera.builds import open_collection
+    from hiera.eval.questions import Question
+    from hiera.eval.run import evaluate_retriever
+    from hiera.index.build import BuildOptions, build
+
+    root = tmp_path / "c"
+    ingest([_jsonl(tmp_path / "a.jsonl", _first(), *helpers.make_docs()[:2])], "hiera-jsonl", root, progress=False)
+    ingest([_jsonl(tmp_path / "b.jsonl", _second())], "hiera-jsonl", root, progress=False)
+    build(root, BuildOptions(dense=False, progress=False), log=helpers.QUIET)
+    q = Question("q", "Which unit of magnetic flux density is named after Tesla?", ["tesla"], gold_docs={"Nikola_Tesla"})
+    run = evaluate_retriever(open_collection(root), "bm25", [q], [1], latency_sample=0, progress=False)
+    assert run.metrics["doc_top1"] == 1.0
