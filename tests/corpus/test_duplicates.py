@@ -221,3 +221,18 @@ def test_eval_finds_a_merged_away_gold_document(tmp_path: Path) -> None:
     q = Question("q", "Which unit of magnetic flux density is named after Tesla?", ["tesla"], gold_docs={"Nikola_Tesla"})
     run = evaluate_retriever(open_collection(root), "bm25", [q], [1], latency_sample=0, progress=False)
     assert run.metrics["doc_top1"] == 1.0
+
+
+def test_check_reports_parts_of_a_missing_document(tmp_path: Path, capsys) -> None:
+    import sqlite3
+
+    root = tmp_path / "c"
+    ingest([_jsonl(tmp_path / "a.jsonl", _first())], "hiera-jsonl", root, progress=False)
+    ingest([_jsonl(tmp_path / "b.jsonl", _second())], "hiera-jsonl", root, progress=False)
+    assert main(["check", str(root)]) in (0, 1)
+    assert "merged documents" not in capsys.readouterr().out
+    with sqlite3.connect(root / "corpus.sqlite") as conn:
+        conn.execute("DELETE FROM passages WHERE doc_id='tesla'")
+        conn.execute("DELETE FROM documents WHERE id='tesla'")
+    assert main(["check", str(root)]) == 1
+    assert "2 parts of merged documents belong to no document" in capsys.readouterr().out
