@@ -236,3 +236,17 @@ def test_check_reports_parts_of_a_missing_document(tmp_path: Path, capsys) -> No
         conn.execute("DELETE FROM documents WHERE id='tesla'")
     assert main(["check", str(root)]) == 1
     assert "2 parts of merged documents belong to no document" in capsys.readouterr().out
+
+
+def test_ingest_command_line(tmp_path: Path, capsys) -> None:
+    root = str(tmp_path / "c")
+    a, b = _jsonl(tmp_path / "a.jsonl", _first()), _jsonl(tmp_path / "b.jsonl", _second())
+    assert main(["ingest", str(a), "--format", "hiera-jsonl", "--index", root, "-q"]) == 0
+    assert main(["ingest", str(b), "--format", "hiera-jsonl", "--index", root, "-q", "--duplicates", "skip"]) == 0
+    assert "skipped 1 documents another source already held" in capsys.readouterr().err
+    assert main(["ingest", str(b), "--format", "hiera-jsonl", "--index", root, "-q"]) == 0
+    assert "merged 1 documents into the one another source already held" in capsys.readouterr().err
+    assert main(["stats", root, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["merged"] == 1
+    with pytest.raises(SystemExit):
+        main(["ingest", str(b), "--format", "hiera-jsonl", "--index", root, "--duplicates", "fold"])
