@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS doc_parts (
     tree TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS doc_parts_doc ON doc_parts(doc_id, ord);
+CREATE INDEX IF NOT EXISTS aliases_target ON aliases(target);
 """
 
 
