@@ -121,10 +121,14 @@ def run_demo(root: Path, questions: list[str], k: int = 3, rebuild: bool = False
           f"ready in {time.perf_counter() - t0:.1f}s\n")
     dhr = get_retriever("dhr", col)
     for q in questions:
-        res = dhr.search(q, k=min(MAX_K, k * 10))  # enough passages for k different documents
+        for depth in (min(MAX_K, k * 10), MAX_K):  # passages enough for k different documents (DHR's top
+            res = dhr.search(q, k=depth)           # document often holds the first dozens)
+            shown = distinct_documents(res.hits, k)
+            if len(shown) == k:
+                break
         took = sum(s.ms for s in res.trace)
         print(f"Q: {q}   ({took:.0f} ms)")
-        for i, h in enumerate(distinct_documents(res.hits, k), 1):
+        for i, h in enumerate(shown, 1):
             text = h.text if len(h.text) <= 220 else h.text[:217] + "..."
             print(f"  {i}. {h.breadcrumb()}")
             print(f"     score {h.score:.3f} = passage {h.stages['passage'].score:.3f} + "
