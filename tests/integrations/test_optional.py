@@ -16,11 +16,21 @@ CASES = [
 ]
 
 
+def _uninstall(monkeypatch: pytest.MonkeyPatch, library: str, adapter: str) -> None:
+    """``library`` as if it were not installed (its already-imported submodules too), the adapter not yet imported."""
+    import hiera.integrations
+
+    top = library.split(".")[0]
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")] + [library]:
+        monkeypatch.setitem(sys.modules, name, None)  # what `import name` sees when it is not installed
+    monkeypatch.delitem(sys.modules, adapter, raising=False)
+    monkeypatch.delattr(hiera.integrations, adapter.rsplit(".", 1)[1], raising=False)
+
+
 @pytest.mark.parametrize("module, library, hint", CASES)
 def test_a_missing_library_is_a_one_line_error(module: str, library: str, hint: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, library, None)  # what `import library` sees when it is not installed
-    monkeypatch.delitem(sys.modules, module, raising=False)
+    _uninstall(monkeypatch, library, module)
     with pytest.raises(ImportError) as e:
         importlib.import_module(module)
     assert hint in str(e.value) and "\n" not in str(e.value)
@@ -30,8 +40,7 @@ def test_a_missing_library_is_a_one_line_error(module: str, library: str, hint: 
 def test_hiera_mcp_without_the_sdk(monkeypatch: pytest.MonkeyPatch, tmp_path, capsys) -> None:
     from hiera.cli import main
 
-    monkeypatch.setitem(sys.modules, "mcp", None)
-    monkeypatch.delitem(sys.modules, "hiera.integrations.mcp", raising=False)
+    _uninstall(monkeypatch, "mcp", "hiera.integrations.mcp")
     assert main(["mcp", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "hiera: error: hiera.integrations.mcp needs the mcp SDK: pip install 'hiera[mcp]'"
