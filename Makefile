@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.hiera-installed
 
 .PHONY: demo test test-all lint bench clean constraints
 
-EXTRAS := data,test,train,bench,sets,link,ray,fast
+EXTRAS := data,test,train,bench,sets,link,ray,fast,client,langchain,llamaindex,mcp
 # uv installs the same pins as pip in 88 s instead of about 150 (parallel downloads and byte-compiling on 2 cores);
 # torch 2.13.0+cpu comes from pip's find-links (PIP_FIND_LINKS or pip's config), which uv does not read by itself.
 # Without find-links (uv would take the CUDA torch from PyPI) or without uv (not installable, or it fails) pip

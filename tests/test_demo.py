@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,38 @@ def test_demo_backend_is_chosen_and_bad_ones_refused(small_sources: Path, tmp_pa
     err = capsys.readouterr().err.strip()
     assert "unknown encoder backend 'tensorrt'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "other").exists()
+
+
+def test_an_article_both_sources_hold_is_one_document(small_sources: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The demo's two sources share articles: each is merged, and no answer list shows a title twice.
+
+    The second source holds the same 40 summaries (one of them with a sentence more) under other ids, as the
+    XML dump holds the summaries' articles; a collection built before duplicates were merged is rebuilt.
+    """
+    entries = json.loads(small_sources.read_text(encoding="utf-8"))
+    other = {t: {**e, "id": f"dump-{i}"} for i, (t, e) in enumerate(entries.items())}
+    extra = "Einstein played the violin and loved the sonatas of Mozart."
+    other["Albert Einstein"]["extract"] += "\n" + extra
+    second = tmp_path / "dump.json"
+    second.write_text(json.dumps(other), encoding="utf-8")
+    monkeypatch.setattr(demo, "demo_sources", lambda: [([small_sources], "ovos-summaries"), ([second], "ovos-summaries")])
+    root = tmp_path / "demo"
+    question = "Why did Einstein receive the Nobel Prize in Physics?"
+    assert main(["demo", "--dir", str(root), "--backend", "torch", "--question", question, "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(entries)} documents ({len(entries)} articles both sources hold, merged)" in out
+    listed = [m.group(1).split(" › ")[0] for m in re.finditer(r"^  \d+\. (.+)$", out, flags=re.M)]
+    assert listed and len(listed) == len(set(listed)) and listed[0] == "Albert Einstein"
+
+    from hiera.corpus.store import CorpusStore
+
+    store = CorpusStore(root)
+    einstein = store.get_document("dump-" + str(list(other).index("Albert Einstein")))
+    assert einstein.id == "albert-einstein" and einstein.sections[-1].paragraphs == [extra]
+
+    # a demo collection from before: its marker does not say duplicates were merged, so it is rebuilt
+    (root / "demo.json").write_text(json.dumps({"sources": []}), encoding="utf-8")
+    assert main(["demo", "--dir", str(root), "--backend", "torch", "--question", question]) == 0
+    assert "holds duplicate articles" in capsys.readouterr().out
+    assert CorpusStore(root).stats()["merged"] == len(entries)

@@ -139,6 +139,14 @@ def _check_store(root: Path, c: Checks) -> dict[str, Any] | None:
         if sum_passages != passages:
             c.error("store", f"{path}: documents count {sum_passages} passages, the passages table holds {passages}")
             return None
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "doc_parts" in tables:  # merged documents (--duplicates merge): each part belongs to a stored document
+            stray = conn.execute(
+                "SELECT COUNT(*) FROM doc_parts x LEFT JOIN documents d ON d.id = x.doc_id WHERE d.id IS NULL"
+            ).fetchone()[0]
+            if stray:
+                c.error("store", f"{path}: {stray} parts of merged documents belong to no document")
+                return None
         if "rules" in meta:
             loads_json(meta["rules"])
         c.ok("store", f"integrity_check ok; {docs} documents, {passages} passages, version {version}")

@@ -77,6 +77,22 @@ class Hit:
         d["reason"] = self.reason()
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Hit:
+        """Inverse of :meth:`to_dict` (a hit read back from the HTTP API: :mod:`hiera.client`)."""
+        return cls(
+            rank=int(d["rank"]),
+            score=float(d["score"]),
+            doc_id=str(d["doc_id"]),
+            title=str(d["title"]),
+            passage_id=d.get("passage_id"),
+            section_path=tuple(d.get("section_path") or ()),
+            text=str(d.get("text") or ""),
+            stages={n: StageScore(float(s["score"]), int(s["rank"])) for n, s in (d.get("stages") or {}).items()},
+            evidence=list(d.get("evidence") or []),
+            support=dict(d.get("support") or {}),
+        )
+
 
 @dataclass
 class TraceStep:
@@ -121,6 +137,20 @@ class Results:
             "trace": [asdict(s) for s in self.trace],
             "answer_set": self.answer_set,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Results:
+        """Inverse of :meth:`to_dict` (``/search``'s body)."""
+        return cls(
+            query=str(d["query"]),
+            level=d["level"],
+            hits=[Hit.from_dict(h) for h in d.get("hits") or []],
+            retriever=str(d["retriever"]),
+            params=dict(d.get("params") or {}),
+            trace=[TraceStep(str(t["name"]), dict(t.get("detail") or {}), float(t.get("ms") or 0.0))
+                   for t in d.get("trace") or []],
+            answer_set=d.get("answer_set"),
+        )
 
 
 def check_query(query: str) -> str:

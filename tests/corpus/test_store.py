@@ -14,7 +14,7 @@ from hiera.corpus.store import STORE_FILE, CorpusStore
 from hiera.corpus.tree import Document, PassageRules, Section
 from hiera.errors import BadRecordError, IndexMissingError, ManifestMismatchError
 
-STATS_KEYS = {"documents", "sections", "passages", "max_passage_words", "aliases", "version"}
+STATS_KEYS = {"documents", "merged", "sections", "passages", "max_passage_words", "aliases", "version"}
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_stats_count_what_was_ingested(store: CorpusStore) -> None:
     assert stats["sections"] == sum(d.section_count() for d in docs)
     assert stats["passages"] == len(passages)
     assert stats["max_passage_words"] == max(len(p.text.split()) for p in passages)
-    assert stats["aliases"] == 0
+    assert stats["aliases"] == 0 and stats["merged"] == 0
     assert stats["version"] == 1
     assert store.rules == PassageRules()
 

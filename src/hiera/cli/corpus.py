@@ -22,6 +22,10 @@ def _report_ingest(report, args: argparse.Namespace) -> None:
         f"ingested {report.documents} documents ({report.replaced} replaced), {report.passages} passages, "
         f"{report.redirects} redirects"
     )
+    if report.merged:
+        msg += f"; merged {report.merged} documents into the one another source already held"
+    if report.duplicates:
+        msg += f"; skipped {report.duplicates} documents another source already held"
     if args.skip_bad:
         msg += f"; skipped {report.skipped} bad records"
     log(msg)
@@ -32,7 +36,8 @@ def _report_ingest(report, args: argparse.Namespace) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from hiera.corpus.ingest import ingest
 
-    report = ingest(args.sources, args.format, args.index, rules=_rules(args), skip_bad=args.skip_bad, progress=not args.quiet)
+    report = ingest(args.sources, args.format, args.index, rules=_rules(args), skip_bad=args.skip_bad,
+                    progress=not args.quiet, duplicates=args.duplicates)
     _report_ingest(report, args)
     return 0
 
@@ -71,7 +76,7 @@ def _add(args: argparse.Namespace) -> int:
     # a failure or a kill before that leaves the collection exactly as it was (documents and index).
     report = ingest(
         args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet,
-        before_commit=lambda store: build_collection(args.index, opts, log=progress, store=store),
+        duplicates=args.duplicates, before_commit=lambda store: build_collection(args.index, opts, log=progress, store=store),
     )
     remove_unused_builds(Path(args.index))
     _report_ingest(report, args)
@@ -105,6 +110,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duplicates_option(sp: argparse.ArgumentParser) -> None:
+    from hiera.corpus.dedup import DUPLICATE_MODES
+
+    sp.add_argument(
+        "--duplicates", choices=DUPLICATE_MODES, default="merge",
+        help="a document another source already holds (same title up to Wikipedia's first-letter rule and "
+        "underscores, or a stored redirect): merge it into that one, which keeps its id and gains a "
+        "'From <source>' section with the text it lacked (default), keep both, or skip it",
+    )
+
+
 def register(add: AddCommand) -> None:
     from hiera.corpus.readers import FORMATS
 
@@ -115,12 +131,14 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--skip-bad", action="store_true", help="skip malformed records and count them")
     sp.add_argument("--max-words", type=int, default=None, help="passage length limit (default 100)")
     sp.add_argument("--title-sep", default=None, help='passage title separator (default ", ")')
+    _duplicates_option(sp)
 
     sp = add("add", cmd_add, "append documents to an indexed collection (old vectors are reused)")
     sp.add_argument("index")
     sp.add_argument("sources", nargs="+")
     sp.add_argument("--format", "-f", required=True)
     sp.add_argument("--skip-bad", action="store_true")
+    _duplicates_option(sp)
 
     sp = add("stats", cmd_stats, "print collection statistics")
     sp.add_argument("index")

@@ -25,6 +25,15 @@ def _ints(text: str, flag: str) -> list[int]:
     return ks
 
 
+def _question_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--pool PATH``: HotpotQA's paragraph pool when it is not beside the question file (gold ids are pool ids)."""
+    if args.pool is None:
+        return {}
+    if args.format != "hotpotqa":
+        raise BadInputError(f"--pool applies to --format hotpotqa (its gold ids are pool ids), not {args.format}")
+    return {"pool": args.pool}
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr)
 
@@ -40,6 +49,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not names:
         raise BadInputError("--retrievers names no retriever")
     # unknown names and bad values fail before any work; reader parameters only with a reader
+    _question_options(args)
     params, read_params = parse_reader_assignments(args.set, names) if args.reader else (parse_assignments(args.set, names), {})
     if args.format == "quest":
         if args.reader:
@@ -57,7 +67,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         reader = Reader(args.reader, **read_params)  # a bad directory fails before any retrieval
     col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
-    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
+    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
+                               **_question_options(args))
     log = _log if not args.quiet else (lambda m: None)
     reranker = None
     if args.rerank:
@@ -178,7 +189,8 @@ def _tune(args: argparse.Namespace) -> int:
     if args.target_k <= 0:
         raise BadInputError(f"--target-k must be a positive integer, got {args.target_k}")
     col = open_collection(args.index)
-    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules)
+    questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
+                               **_question_options(args))
     from hiera.retrieve.dhr import DhrRetriever
 
     stage = DhrRetriever(col, **fixed).defaults["doc_stage"]
@@ -218,6 +230,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--ks", default="1,5,20,100", help="cut-offs for top-k accuracy, recall, nDCG …")
     add_set_option(sp, "a parameter for every listed retriever that has it")
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    sp.add_argument("--pool", default=None, metavar="PATH",
+                    help="--format hotpotqa: the paragraph pool jsonl its gold ids refer to (default: "
+                    "paragraph_pool.500q.jsonl beside the question file)")
     sp.add_argument("--latency-sample", type=int, default=200, help="questions timed one by one (0: none)")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, TREC runs and topk.png here")
@@ -239,6 +254,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--questions", required=True)
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
     sp.add_argument("--retriever", default="dhr")
+    sp.add_argument("--pool", default=None, metavar="PATH",
+                    help="--format hotpotqa: the paragraph pool jsonl its gold ids refer to (default: "
+                    "paragraph_pool.500q.jsonl beside the question file)")
     add_set_option(sp, "a dhr parameter held fixed while tuning (e.g. doc_stage=summary, doc_alpha=0.4)")
     sp.add_argument("--grid", action="append", default=[], metavar="top_docs=V1,V2,...",
                     help="values to try (default: the registry's grid 10,20,50,100)")

@@ -16,17 +16,17 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from hiera.cli import answer, build, check, corpus, demo, eval, search, serve, sets, train
+from hiera.cli import answer, build, check, corpus, demo, eval, mcp, search, serve, sets, train
 from hiera.cli.common import Handler
 from hiera.errors import HieraError
 
 # Sub-commands that load encoder or cross-encoder weights (they take --trust-pickle).
 MODEL_COMMANDS = frozenset({
     "build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier",
-    "train-reader", "answer", "sets", "demo",
+    "train-reader", "answer", "sets", "demo", "mcp",
 })
 # In the order `hiera --help` lists them.
-COMMAND_MODULES = (corpus, build, search, eval, train, serve, demo, sets, check, answer)
+COMMAND_MODULES = (corpus, build, search, eval, train, serve, mcp, demo, sets, check, answer)
 
 
 def build_parser() -> argparse.ArgumentParser:

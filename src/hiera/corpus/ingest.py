@@ -31,17 +31,21 @@ def ingest(
     skip_bad: bool = False,
     progress: bool = True,
     before_commit: Callable[[CorpusStore], None] | None = None,
+    duplicates: str = "merge",
 ) -> IngestReport:
     """Read every source with the ``fmt`` reader and insert/replace its documents.
 
     ``before_commit(store)`` runs inside the ingest's transaction (see
     :meth:`CorpusStore.ingest`); if it raises, nothing is ingested.
+    ``duplicates``: ``merge`` (default), ``keep`` or ``skip`` a document
+    another source already holds (:mod:`hiera.corpus.dedup`).
     """
     reader = get_reader(fmt)
     root = Path(root)
     created = not (root / STORE_FILE).exists()
     dir_existed = root.exists()
     skipped: list[str] = []
+    reading = [", ".join(map(str, sources))]  # the file being read: each document's origin
 
     def on_bad(err: BadRecordError) -> None:
         if not skip_bad:
@@ -50,6 +54,7 @@ def ingest(
 
     def records() -> Iterator[Record]:
         for src in sources:
+            reading[0] = str(src)
             yield from reader(Path(src), on_bad)
 
     with writer_lock(root, "hiera ingest", create=True):
@@ -58,8 +63,9 @@ def ingest(
             try:
                 with tqdm(desc=f"ingest {fmt}", unit="doc", disable=not progress, leave=False) as bar:
                     report = store.ingest(
-                        records(), rules=rules, on_bad=on_bad, progress=bar, source=", ".join(map(str, sources)),
+                        records(), rules=rules, on_bad=on_bad, progress=bar, source=lambda: reading[0],
                         before_commit=(lambda: before_commit(store)) if before_commit is not None else None,
+                        duplicates=duplicates,
                     )
             finally:
                 store.close()

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hiera.corpus.dedup import DUPLICATE_MODES, Part, compose, title_key
 from hiera.corpus.readers.base import OnBad, Record, Redirect, raise_bad
 from hiera.corpus.split import split_document
 from hiera.corpus.tree import Document, Passage, PassageRules
-from hiera.errors import BadRecordError, HieraError, IndexMissingError, ManifestMismatchError
+from hiera.errors import BadInputError, BadRecordError, HieraError, IndexMissingError, ManifestMismatchError
 
 STORE_FILE = "corpus.sqlite"
 SCHEMA_VERSION = 1
@@ -52,6 +53,22 @@ CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id, ord);
 CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, target TEXT NOT NULL);
 """
 
+# Duplicates across sources (hiera.corpus.dedup): every document's title key, and the parts of merged documents.
+# Created by the first ingest that needs them, so a store written before them still opens and reads as it did.
+_DEDUP_SCHEMA = """
+CREATE TABLE IF NOT EXISTS title_keys (doc_id TEXT PRIMARY KEY, key TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS title_keys_key ON title_keys(key);
+CREATE TABLE IF NOT EXISTS doc_parts (
+    part_id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    origin TEXT NOT NULL,
+    tree TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS doc_parts_doc ON doc_parts(doc_id, ord);
+CREATE INDEX IF NOT EXISTS aliases_target ON aliases(target);
+"""
+
 
 @dataclass
 class IngestReport:
@@ -59,6 +76,8 @@ class IngestReport:
     replaced: int = 0
     passages: int = 0
     redirects: int = 0
+    merged: int = 0  # documents folded into one another source already held (--duplicates merge)
+    duplicates: int = 0  # documents left out because another source already held them (--duplicates skip)
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     new_doc_ids: list[str] = field(default_factory=list)
@@ -142,8 +161,9 @@ class CorpusStore:
         rules: PassageRules | None = None,
         on_bad: OnBad = raise_bad,
         progress: Any = None,
-        source: str = "input",
+        source: str | Callable[[], str] = "input",
         before_commit: Callable[[], None] | None = None,
+        duplicates: str = "merge",
     ) -> IngestReport:
         """Insert or replace documents in one transaction.
 
@@ -153,7 +173,16 @@ class CorpusStore:
         on this thread (so it reads the new documents through this store):
         ``hiera add`` builds the new index there, so that the documents and the
         index that serves them land together or not at all.
+
+        ``source``: where the records come from (a callable is asked again for
+        every record: the file being read). ``duplicates``: what to do with a
+        new document that a *another* source already holds, found by title key
+        or a stored redirect (:mod:`hiera.corpus.dedup`): ``merge`` it into that
+        document (its id then resolves to it), ``keep`` both, or ``skip`` it.
+        Documents of the same source file are never duplicates of each other.
         """
+        if duplicates not in DUPLICATE_MODES:
+            raise BadInputError(f"--duplicates must be one of {', '.join(DUPLICATE_MODES)}, got {duplicates!r}")
         existing = self.rules
         rules = rules or existing or PassageRules()
         if existing is not None and existing != rules:
@@ -166,18 +195,21 @@ class CorpusStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (json.dumps(rules.to_dict()),))
+            writer = _Writer(conn, rules, report, duplicates)
+            where = source if callable(source) else (lambda: source)
             for rec in records:
+                writer.at(where())
                 if isinstance(rec, Redirect):
-                    conn.execute("INSERT OR REPLACE INTO aliases VALUES (?, ?)", (rec.alias, rec.target))
-                    report.redirects += 1
+                    writer.redirect(rec)
                     continue
                 try:
-                    self._write_document(conn, rec, rules, report)
+                    writer.document(rec)
                 except ValueError as e:
-                    on_bad(BadRecordError(source, f"document {rec.id!r}", str(e)))
+                    on_bad(BadRecordError(where(), f"document {rec.id!r}", str(e)))
                     report.skipped += 1
                 if progress is not None:
                     progress.update(1)
+            writer.finish()
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             if before_commit is not None:
                 before_commit()
@@ -187,38 +219,6 @@ class CorpusStore:
                 conn.execute("ROLLBACK")
             raise
         return report
-
-    def _write_document(self, conn: sqlite3.Connection, doc: Document, rules: PassageRules, report: IngestReport) -> None:
-        if not doc.id or not doc.title.strip():
-            raise ValueError("document has an empty id or title")
-        passages = split_document(doc, rules)
-        old = conn.execute("SELECT 1 FROM documents WHERE id=?", (doc.id,)).fetchone()
-        if old:
-            conn.execute("DELETE FROM passages WHERE doc_id=?", (doc.id,))
-            conn.execute("DELETE FROM documents WHERE id=?", (doc.id,))
-            report.replaced += 1
-        else:
-            report.new_doc_ids.append(doc.id)
-        conn.execute(
-            "INSERT INTO documents (id, title, summary, tree, n_sections, n_passages) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                doc.id,
-                doc.title,
-                doc.summary(rules.summary_lead_words),
-                json.dumps(doc.to_dict(), ensure_ascii=False),
-                doc.section_count(),
-                len(passages),
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO passages (id, doc_id, ord, section_path, text, words) VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (p.id, p.doc_id, p.order, json.dumps(list(p.section_path), ensure_ascii=False), p.text, len(p.text.split()))
-                for p in passages
-            ],
-        )
-        report.documents += 1
-        report.passages += len(passages)
 
     # -- reading -------------------------------------------------------
     def stats(self) -> dict[str, int]:
@@ -237,8 +237,12 @@ class CorpusStore:
         docs, sections = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_sections), 0) FROM documents").fetchone()
         passages, max_words = conn.execute("SELECT COUNT(*), COALESCE(MAX(words), 0) FROM passages").fetchone()
         aliases = conn.execute("SELECT COUNT(*) FROM aliases").fetchone()[0]
+        merged = (
+            conn.execute("SELECT COUNT(*) FROM doc_parts WHERE part_id != doc_id").fetchone()[0] if self._merges() else 0
+        )
         out = {
             "documents": int(docs),
+            "merged": int(merged),  # source documents folded into another source's (each still resolves by id)
             "sections": int(sections),
             "passages": int(passages),
             "max_passage_words": int(max_words),
@@ -248,8 +252,28 @@ class CorpusStore:
         self._stats = out
         return dict(out)
 
+    def _merges(self) -> bool:
+        """Whether this store has the merged-documents table (stores written before it do not)."""
+        q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='doc_parts'"
+        return self._conn().execute(q).fetchone() is not None
+
+    def canonical_id(self, doc_id: str) -> str | None:
+        """The id a document is stored under: itself, or for a source document merged into another, that one's."""
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM documents WHERE id=?", (doc_id,)).fetchone():
+            return doc_id
+        if self._merges():
+            row = conn.execute("SELECT doc_id FROM doc_parts WHERE part_id=?", (doc_id,)).fetchone()
+            if row:
+                return str(row[0])
+        return None
+
     def get_document(self, doc_id: str) -> Document | None:
-        row = self._conn().execute("SELECT tree FROM documents WHERE id=?", (doc_id,)).fetchone()
+        """The document with this id, or the one it was merged into (``--duplicates merge``)."""
+        canonical = self.canonical_id(doc_id)
+        if canonical is None:
+            return None
+        row = self._conn().execute("SELECT tree FROM documents WHERE id=?", (canonical,)).fetchone()
         return Document.from_dict(json.loads(row[0])) if row else None
 
     def resolve_title(self, title: str) -> str | None:
@@ -329,6 +353,188 @@ class CorpusStore:
         q = "SELECT json_extract(tree, '$.links') FROM documents WHERE json_array_length(tree, '$.links') > 0"
         for (raw,) in self._conn().execute(q):
             yield [str(t) for t in json.loads(raw)]
+
+
+class _Writer:
+    """One ingest's writes: rowids never used before, title keys, and duplicates merged, kept or skipped.
+
+    Row ids: the build copies a passage's (or document's) vector from the
+    previous build when it has the same row id, so a replaced or merged
+    document must never get back the row ids it had (SQLite reuses the
+    largest row id once its row is deleted). The high-water marks are kept in
+    ``meta`` and rows are inserted with explicit ids above them.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, rules: PassageRules, report: IngestReport, mode: str) -> None:
+        self.conn, self.rules, self.report, self.mode = conn, rules, report, mode
+        for stmt in _DEDUP_SCHEMA.split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        n_keys = conn.execute("SELECT COUNT(*) FROM title_keys").fetchone()[0]
+        if n_keys != conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]:  # a store from before title keys
+            conn.create_function("hiera_title_key", 1, title_key, deterministic=True)
+            conn.execute("DELETE FROM title_keys")
+            conn.execute("INSERT INTO title_keys SELECT id, hiera_title_key(title) FROM documents")
+        self.next_doc = self._high_water("documents") + 1
+        self.next_passage = self._high_water("passages") + 1
+        self.origin = ""
+        self.file_start = self.next_doc  # documents from rowid file_start on were written from the current file
+
+    def _high_water(self, table: str) -> int:
+        mark = self.conn.execute("SELECT value FROM meta WHERE key=?", (f"{table}_rowid_hwm",)).fetchone()
+        top = self.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
+        return max(int(mark[0]) if mark else 0, int(top))
+
+    def at(self, origin: str) -> None:
+        if origin != self.origin:
+            self.origin, self.file_start = origin, self.next_doc
+
+    def finish(self) -> None:
+        for table, nxt in (("documents", self.next_doc), ("passages", self.next_passage)):
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"{table}_rowid_hwm", str(nxt - 1)))
+
+    # -- records ---------------------------------------------------------------
+    def document(self, doc: Document) -> None:
+        if not doc.id or not doc.title.strip():
+            raise ValueError("document has an empty id or title")
+        conn, report = self.conn, self.report
+        owner = doc.id if conn.execute("SELECT 1 FROM documents WHERE id=?", (doc.id,)).fetchone() else None
+        if owner is None:
+            row = conn.execute("SELECT doc_id FROM doc_parts WHERE part_id=?", (doc.id,)).fetchone()
+            owner = row[0] if row else None
+        if owner is not None:  # an update of a document, or of one part of a merged document
+            parts = self.parts(owner)
+            if len(parts) > 1:
+                self.recompose(owner, [Part(doc.id, self.origin, doc) if p.id == doc.id else p for p in parts])
+            else:
+                self.write(doc)
+            report.replaced += 1
+            report.documents += 1
+            return
+        if self.mode != "keep":
+            held = self.duplicate_of(doc)
+            if held is not None:
+                if self.mode == "skip":
+                    report.duplicates += 1
+                    return
+                self.recompose(held, [*self.parts(held), Part(doc.id, self.origin, doc)])
+                report.merged += 1
+                return
+        self.write(doc)
+        report.new_doc_ids.append(doc.id)
+        report.documents += 1
+
+    def redirect(self, rec: Redirect) -> None:
+        """Store the redirect; two documents it shows to be one (one of them from this file) are merged then."""
+        self.conn.execute("INSERT OR REPLACE INTO aliases VALUES (?, ?)", (rec.alias, rec.target))
+        self.report.redirects += 1
+        if self.mode == "keep":
+            return
+        a, t = self._by_key(title_key(rec.alias)), self._by_key(title_key(rec.target))
+        if a is None or t is None or a[0] == t[0] or (a[1] >= self.file_start) == (t[1] >= self.file_start):
+            return
+        (held, _), (dup, _) = sorted((a, t), key=lambda x: x[1])  # the earlier source's document stays
+        if self.mode == "skip":
+            self.delete(dup)
+            self.report.duplicates += 1
+        else:
+            self.recompose(held, [*self.parts(held), *self.parts(dup, origin=self.origin)])
+            self.delete(dup, keep_parts=True)
+            self.report.merged += 1
+        self.report.documents -= 1
+        if dup in self.report.new_doc_ids:
+            self.report.new_doc_ids.remove(dup)
+
+    # -- duplicates ------------------------------------------------------------
+    def _by_key(self, key: str) -> tuple[str, int] | None:
+        row = self.conn.execute(
+            "SELECT d.id, d.rowid FROM title_keys k JOIN documents d ON d.id = k.doc_id WHERE k.key = ? "
+            "ORDER BY d.rowid LIMIT 1", (key,),
+        ).fetchone()
+        return (row[0], int(row[1])) if row else None
+
+    def duplicate_of(self, doc: Document) -> str | None:
+        """The id of a document of an earlier source with ``doc``'s title key, directly or through a redirect."""
+        key = title_key(doc.title)
+        keys = {key}
+        names = (doc.title, key)
+        for (target,) in self.conn.execute("SELECT target FROM aliases WHERE alias IN (?, ?)", names):
+            keys.add(title_key(target))
+        for (alias,) in self.conn.execute("SELECT alias FROM aliases WHERE target IN (?, ?)", names):
+            keys.add(title_key(alias))
+        ks = sorted(keys)
+        row = self.conn.execute(
+            f"SELECT d.id FROM title_keys k JOIN documents d ON d.id = k.doc_id WHERE k.key IN "
+            f"({','.join('?' * len(ks))}) AND d.rowid < ? ORDER BY d.rowid LIMIT 1", (*ks, self.file_start),
+        ).fetchone()
+        return row[0] if row else None
+
+    def parts(self, doc_id: str, origin: str = "") -> list[Part]:
+        """A document's parts, first source first (a document never merged is its own one part, from ``origin``).
+
+        Where an unmerged document was read is not stored: its provenance names its reader's ``source`` tag.
+        """
+        rows = self.conn.execute(
+            "SELECT part_id, origin, tree FROM doc_parts WHERE doc_id=? ORDER BY ord", (doc_id,)
+        ).fetchall()
+        if rows:
+            return [Part(pid, origin, Document.from_dict(json.loads(tree))) for pid, origin, tree in rows]
+        (tree,) = self.conn.execute("SELECT tree FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return [Part(doc_id, origin, Document.from_dict(json.loads(tree)))]
+
+    def recompose(self, doc_id: str, parts: list[Part]) -> None:
+        """Store ``parts`` as ``doc_id``'s and write their composition; other titles become its aliases."""
+        merged = compose(parts)
+        self.write(merged)
+        self.conn.execute("DELETE FROM doc_parts WHERE doc_id=?", (doc_id,))
+        if len(parts) > 1:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO doc_parts VALUES (?, ?, ?, ?, ?)",
+                [(p.id, doc_id, i, p.origin, json.dumps(p.doc.to_dict(), ensure_ascii=False)) for i, p in enumerate(parts)],
+            )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO aliases VALUES (?, ?)",
+            [(p.doc.title, merged.title) for p in parts[1:] if p.doc.title != merged.title],
+        )
+
+    # -- rows --------------------------------------------------------------------
+    def delete(self, doc_id: str, keep_parts: bool = False) -> None:
+        for q in ("DELETE FROM passages WHERE doc_id=?", "DELETE FROM documents WHERE id=?",
+                  "DELETE FROM title_keys WHERE doc_id=?"):
+            self.conn.execute(q, (doc_id,))
+        if not keep_parts:
+            self.conn.execute("DELETE FROM doc_parts WHERE doc_id=?", (doc_id,))
+
+    def write(self, doc: Document) -> None:
+        """Insert (or replace) ``doc`` and its passages, under row ids above every one used before."""
+        passages = split_document(doc, self.rules)
+        self.conn.execute("DELETE FROM passages WHERE doc_id=?", (doc.id,))
+        self.conn.execute("DELETE FROM documents WHERE id=?", (doc.id,))
+        self.conn.execute(
+            "INSERT INTO documents (rowid, id, title, summary, tree, n_sections, n_passages) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.next_doc,
+                doc.id,
+                doc.title,
+                doc.summary(self.rules.summary_lead_words),
+                json.dumps(doc.to_dict(), ensure_ascii=False),
+                doc.section_count(),
+                len(passages),
+            ),
+        )
+        self.next_doc += 1
+        first = self.next_passage
+        self.conn.executemany(
+            "INSERT INTO passages (rowid, id, doc_id, ord, section_path, text, words) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (first + i, p.id, p.doc_id, p.order, json.dumps(list(p.section_path), ensure_ascii=False), p.text,
+                 len(p.text.split()))
+                for i, p in enumerate(passages)
+            ],
+        )
+        self.next_passage += len(passages)
+        self.conn.execute("INSERT OR REPLACE INTO title_keys VALUES (?, ?)", (doc.id, title_key(doc.title)))
+        self.report.passages += len(passages)
 
 
 def _passage(r: tuple) -> Passage:

@@ -395,7 +395,8 @@ def load_hotpotqa(path: Path, limit: int | None = None, pool: str | Path | None 
     pool_path = Path(pool) if pool is not None else path.parent / DEFAULT_HOTPOT_POOL
     if not pool_path.exists():
         raise BadInputError(
-            f"{pool_path}: no paragraph pool; hotpotqa gold ids are pool ids, pass pool=<paragraph pool jsonl>"
+            f"{pool_path}: no paragraph pool; hotpotqa gold ids are pool ids: give the pool with "
+            f"--pool PATH (hiera eval/tune), or pool=PATH to load_questions"
         )
     return list(islice(_iter_hotpotqa(path, pool_path), limit))
 

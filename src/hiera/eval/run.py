@@ -40,6 +40,23 @@ def _batches(seq: Sequence[Any], n: int) -> list[Sequence[Any]]:
     return [seq[i : i + n] for i in range(0, len(seq), n)]
 
 
+def _canonical_ids(col: Any) -> Callable[[str], str]:
+    """Gold document id → the id it is stored under: a source document merged into another (``--duplicates
+    merge``) is found as that one, so its questions still count; the identity when nothing was merged."""
+    store = col.store
+    if not store.stats().get("merged"):
+        return lambda doc_id: doc_id
+    return lambda doc_id: store.canonical_id(doc_id) or doc_id
+
+
+def _canonical_qrels(qrels: dict[str, int], canonical: Callable[[str], str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for doc_id, rel in qrels.items():
+        c = canonical(doc_id)
+        out[c] = max(out.get(c, rel), rel)
+    return out
+
+
 def evaluate_retriever(
     col: Any,
     name: str,
@@ -77,16 +94,17 @@ def evaluate_retriever(
         if any(gold_p):
             ranked = [[h.passage_id or "" for h in res.hits] for res in run.passage_runs]
             m.update({f"gold_passage_top{k}": v for k, v in _gold_topk(ranked, gold_p, ks).items()})
+    canonical = _canonical_ids(col)
     if run.doc_runs and has_docs:
         ranked_docs = [[h.doc_id for h in res.hits] for res in run.doc_runs]
-        gold = [q.gold_docs for q in questions]
+        gold = [{canonical(g) for g in q.gold_docs} for q in questions]
         m.update(doc_topk(ranked_docs, gold, ks))
         multi = [i for i, g in enumerate(gold) if len(g) > 1]
         if multi:
             m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:10]) for i in multi) / len(multi)
     if run.doc_runs and has_qrels:
         run_dict = {q.id: {h.doc_id: h.score for h in res.hits} for res, q in zip(run.doc_runs, questions, strict=True)}
-        qrels = {q.id: q.qrels for q in questions if q.qrels}
+        qrels = {q.id: _canonical_qrels(q.qrels, canonical) for q in questions if q.qrels}
         m.update(ranking_metrics(run_dict, qrels, ks))
 
     # Per-stage time from the traces (batched), and single-query latency.

@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hiera.builds import open_collection
 from hiera.collection import Collection
-from hiera.corpus.tree import Document, Passage, Section
+from hiera.corpus.tree import Document
+from hiera.corpus.view import document_view
 from hiera.errors import HieraError
 from hiera.index.publish import live_build_dir
 from hiera.retrieve import get_retriever
@@ -30,8 +30,6 @@ from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, READERS
 from hiera.version import __version__
 
 log = logging.getLogger("hiera.serve")
-
-MAX_LINKS = 200
 
 
 class Service:
@@ -191,57 +189,6 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- documents ---------------------------------------------------------------
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
 def document_payload(service: Service, doc: Document) -> dict[str, Any]:
-    """The title tree with each section's passages, as the web page's side panel shows it.
-
-    Passages are stored in the order the splitter walked the tree (pre-order,
-    lead first), so they are handed out to sections in that same walk. A
-    passage must also be text of its section: two sibling sections with the
-    same title share a section path, and only the text tells them apart.
-    """
-    store = service.col.store
-    queue: deque[Passage] = deque(p for _, p in store.iter_passages([doc.id]))
-
-    def take(path: tuple[str, ...], paragraphs: Sequence[str]) -> list[dict[str, str]]:
-        leaf = _norm(" ".join(paragraphs))
-        out = []
-        while queue and queue[0].section_path == path and _norm(queue[0].text) in leaf:
-            p = queue.popleft()
-            out.append({"id": p.id, "text": p.text})
-        return out
-
-    toc: list[dict[str, Any]] = []
-
-    def walk(sections: list[Section], path: tuple[str, ...], depth: int) -> list[dict[str, Any]]:
-        nodes = []
-        for s in sections:
-            p = (*path, s.title)
-            toc.append({"depth": depth, "title": s.title, "path": list(p)})
-            node: dict[str, Any] = {"title": s.title, "level": s.level, "path": list(p), "passages": take(p, s.paragraphs)}
-            node["sections"] = walk(s.children, p, depth + 1)
-            nodes.append(node)
-        return nodes
-
-    lead_passages = take((), doc.lead)
-    sections = walk(doc.sections, (), 1)
-    row = next(store.iter_docs([doc.id]), None)
-    out: dict[str, Any] = {
-        "id": doc.id,
-        "title": doc.title,
-        "summary": row.summary if row is not None else doc.summary(),
-        "lead": list(doc.lead),
-        "lead_passages": lead_passages,
-        "toc": toc,
-        "sections": sections,
-        "categories": list(doc.categories),
-        "links": list(doc.links[:MAX_LINKS]),
-        "links_total": len(doc.links),
-        "aliases": list(doc.aliases),
-    }
-    if queue:  # the tree and the stored passages disagree; show them rather than lose them
-        out["other_passages"] = [{"id": p.id, "text": p.text, "section_path": list(p.section_path)} for p in queue]
-    return out
+    """The title tree with each section's passages, as the web page's side panel shows it (:func:`document_view`)."""
+    return document_view(service.col.store, doc)

@@ -1,0 +1,208 @@
+"""What every adapter searches: a local collection or a ``hiera serve`` behind :class:`~hiera.client.HieraClient`.
+
+The LangChain and LlamaIndex retrievers and the MCP server take either, and
+see one interface (:class:`Source`): ``search``, ``answer``, ``document``,
+``methods``. Method parameters are checked against the registry
+(:mod:`hiera.spec`) before any search, the way ``--set`` and ``/search`` check
+them, and every hit becomes the same metadata (:func:`hit_metadata`) in every
+framework.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from hiera.client import HieraClient
+from hiera.errors import BadInputError, HieraError
+from hiera.results import Hit, Results, check_k
+from hiera.spec import METHODS, Level, method, methods_json, reader_spec
+
+
+def hit_metadata(hit: Hit, results: Results) -> dict[str, Any]:
+    """A hit's provenance as framework metadata: ids, breadcrumb, final and per-stage scores, set evidence.
+
+    Plain JSON values only (vector stores and tracers serialize metadata). For
+    a set query (``sets``) a hit says whether it is a member of the answer set,
+    and ``support`` maps each constraint it satisfies to the sentence of its
+    document that says so.
+    """
+    meta: dict[str, Any] = {
+        "doc_id": hit.doc_id,
+        "passage_id": hit.passage_id,
+        "title": hit.title,
+        "section_path": list(hit.section_path),
+        "breadcrumb": hit.breadcrumb(),
+        "rank": hit.rank,
+        "score": hit.score,
+        "stages": {name: {"score": s.score, "rank": s.rank} for name, s in hit.stages.items()},
+        "reason": hit.reason(),
+        "method": results.retriever,
+        "level": results.level,
+    }
+    if results.answer_set is not None:
+        meta["in_answer_set"] = hit.doc_id in results.answer_set
+        meta["support"] = dict(hit.support)
+        meta["evidence"] = list(hit.evidence)
+    return meta
+
+
+def check_request(name: str, k: int, level: Level | None, params: dict[str, Any]) -> dict[str, Any]:
+    """The method's parameters by canonical name, checked; a bad name, type, bound, k or level is one line."""
+    spec = method(name)
+    check_k(k)
+    if level is not None and level not in spec.levels:
+        raise BadInputError(f"retriever {name!r} ranks {' and '.join(spec.levels)}s, not {level}s")
+    return spec.check(params)
+
+
+class Source(Protocol):
+    """A collection to search, wherever it is."""
+
+    name: str
+
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results: ...
+
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]: ...
+
+    def can_answer(self) -> bool: ...
+
+    def document(self, doc_id: str) -> dict[str, Any]: ...
+
+    def methods(self) -> list[dict[str, Any]]: ...
+
+    def available(self) -> list[str]: ...
+
+
+class LocalSource:
+    """A collection directory (or an opened :class:`~hiera.collection.Collection`), with an optional reader."""
+
+    def __init__(self, collection: Any, reader: str | Path | None = None) -> None:
+        """``reader``: a reader directory (``hiera train-reader``) for ``answer``; loaded before anything else."""
+        self.reader = None
+        if reader is not None:
+            from hiera.read.reader import Reader
+
+            self.reader = Reader(reader)
+        if isinstance(collection, str | os.PathLike):
+            from hiera.builds import open_collection
+
+            collection = open_collection(collection)
+        self.col = collection
+        self.name = Path(getattr(collection, "root", "collection")).name
+        self._retrievers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def available(self) -> list[str]:
+        return [n for n, s in METHODS.items() if set(s.requires) <= set(self.col.built)]
+
+    def _retriever(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._retrievers:
+                spec = method(name)
+                missing = sorted(set(spec.requires) - set(self.col.built))
+                if missing:
+                    raise HieraError(f"retriever {name!r} needs the {' and '.join(missing)} index, which this "
+                                     f"collection was built without; available: {', '.join(self.available())}")
+                from hiera.retrieve import get_retriever
+
+                self._retrievers[name] = get_retriever(name, self.col)
+            return self._retrievers[name]
+
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results:
+        checked = check_request(method, k, level, params)
+        return self._retriever(method).search(query, k=k, level=level, **checked)
+
+    def can_answer(self) -> bool:
+        return self.reader is not None
+
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+        if self.reader is None:
+            raise HieraError("no reader: give one (a hiera train-reader directory) to answer questions")
+        from hiera.read.pipeline import answer
+
+        checked = check_request(method, k, "passage", params)
+        out = answer(self._retriever(method), self.reader, query, k=k, search_params=checked,
+                     read_params=reader_spec().check(read), sep=self.col.store.title_sep)
+        return out.to_dict()
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        from hiera.corpus.view import document_view
+
+        store = self.col.store
+        doc = store.get_document(doc_id)
+        if doc is None:
+            resolved = store.resolve_title(doc_id)
+            doc = store.get_document(resolved) if resolved else None
+        if doc is None:
+            raise BadInputError(f"no document with id or title {doc_id!r}")
+        return document_view(store, doc)
+
+    def methods(self) -> list[dict[str, Any]]:
+        have = set(self.available())
+        out = []
+        for m in methods_json():
+            if m["kind"] == "reader":
+                m["available"] = self.reader is not None
+            else:
+                m["available"] = m["name"] in have
+            out.append(m)
+        return out
+
+
+class RemoteSource:
+    """A ``hiera serve`` reached through a :class:`~hiera.client.HieraClient`."""
+
+    def __init__(self, client: HieraClient) -> None:
+        self.client = client
+        self.name = client.url
+        self._health: dict[str, Any] | None = None
+
+    def _served(self) -> dict[str, Any]:
+        if self._health is None:
+            self._health = self.client.health()
+        return self._health
+
+    def available(self) -> list[str]:
+        return list(self._served().get("retrievers") or [])
+
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results:
+        checked = check_request(method, k, level, params)
+        return self.client.search(query, k, retriever=method, level=level, **checked)
+
+    def can_answer(self) -> bool:
+        return self._served().get("reader") is not None
+
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+        checked = check_request(method, k, "passage", params)
+        got = self.client.answer(query, k, retriever=method, **checked, **reader_spec().check(read))
+        return {"question": got.question, "answers": [asdict(a) for a in got.answers],
+                "passages": [h.to_dict() for h in got.results.hits], "retriever": got.results.retriever,
+                "params": got.results.params, "reader": got.reader, "trace": [asdict(t) for t in got.trace]}
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        return self.client.document(doc_id)
+
+    def methods(self) -> list[dict[str, Any]]:
+        return self.client.methods()
+
+
+def open_source(target: Any, reader: str | Path | None = None) -> Source:
+    """A :class:`Source` for a collection directory, an opened collection, a :class:`HieraClient` or a server URL."""
+    if isinstance(target, LocalSource | RemoteSource):
+        return target
+    if isinstance(target, HieraClient):
+        if reader is not None:
+            raise BadInputError("a server's reader is chosen when it starts (hiera serve --reader DIR)")
+        return RemoteSource(target)
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        return open_source(HieraClient(target), reader)
+    if isinstance(target, str | os.PathLike) or (hasattr(target, "store") and hasattr(target, "built")):
+        return LocalSource(target, reader=reader)
+    raise BadInputError(
+        f"cannot search {type(target).__name__}: give a collection directory, an opened collection, "
+        "a hiera.client.HieraClient or a server URL"
+    )
