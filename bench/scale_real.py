@@ -81,7 +81,7 @@ def prepare(passages: int, seed: int) -> Path:
     if not (root / STORE_FILE).exists():
         for paths, fmt in [*pooled_sources(data_dir()), ([jsonl], "hiera-jsonl")]:
             t = time.perf_counter()
-            rep = ingest(paths, fmt, root)
+            rep = ingest(paths, fmt, root, duplicates="keep")  # distractors keep their sources' titles: never merged
             print(f"ingested {fmt}: {rep.documents} documents, {rep.passages} passages "
                   f"({time.perf_counter() - t:.0f}s)", flush=True)
     if live_build_dir(root) is None:
