@@ -62,7 +62,8 @@ class BuildOptions:
     doc_factory: str = "Flat"
     bm25_config: Bm25Config = field(default_factory=Bm25Config)
     bm25_doc_text: str = "fulltext"
-    batch_size: int = 32
+    batch_size: int | None = None  # None: 32 on a CPU, hiera.encode.CUDA_BATCH on a GPU
+    device: str = "auto"  # where the encoders run: auto (a GPU when torch sees one), cpu, cuda
     cache_dir: Path | None = None
     defaults: dict[str, dict] | None = None  # method → parameter → value (``hiera build --set``)
     progress: bool = True
@@ -220,10 +221,12 @@ def _build_into(
     if opts.dense:
         t = time.perf_counter()
         (out / "dense").mkdir()
-        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend)
+        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
+                        device=opts.device)
         same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
         d_enc = p_enc if same else Encoder(
-            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend
+            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
+            device=opts.device,
         )
         pvecs = _vectors(
             p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"

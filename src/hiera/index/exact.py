@@ -49,8 +49,13 @@ def cuda_available() -> bool:
 
 
 def model_device(search_device: str) -> str:
-    """Where the query encoders run for a search device: the GPU with ``cuda``, else the CPU."""
-    return "cuda" if search_device == "cuda" else "cpu"
+    """Where models run for a search device: ``cuda`` → the GPU, ``faiss`` / ``cpu`` → the CPU, ``auto`` → ``auto``.
+
+    One meaning of ``--device`` for every command that searches: it says where
+    the indexes are searched *and* where the models (query encoders, reader,
+    reranker) run; ``faiss`` is the CPU with the indexes as built.
+    """
+    return {"cuda": "cuda", "auto": "auto"}.get(search_device, "cpu")
 
 
 def resolve_device(name: str) -> str:
