@@ -58,7 +58,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def common_fields(args: argparse.Namespace) -> dict:
-    """The options every trainer takes (the run's model, budget, seed, checkpoints), as the dataclasses name them."""
+    """The options every trainer takes (the run's model, budget, seed, checkpoints, device), as the dataclasses name them."""
+    from hiera.models import resolve_device
+
+    resolve_device(args.device)  # --device cuda without a GPU: refused before the questions load
     return {
         "base_model": args.base_model,
         "batch_size": args.batch_size,

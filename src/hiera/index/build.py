@@ -33,6 +33,7 @@ from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.publish import publish
+from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
 
 DOC_TEXTS = ("summary", "fulltext")
@@ -96,6 +97,8 @@ def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
         raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
     if not (opts.bm25 or opts.dense):
         raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
+    if opts.dense:
+        resolve_device(opts.device)  # --device cuda without a GPU: refused before any work
     opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
     if store.stats()["passages"] == 0:
         raise BadInputError(f"{store.root} has no passages to index; ingest documents first")
