@@ -87,6 +87,17 @@ class TorchExactIndex:
             warnings.simplefilter("ignore", UserWarning)
             self.matrix = torch.from_numpy(np.ascontiguousarray(matrix)).to(device=device, dtype=self.dtype)
 
+    @classmethod
+    def from_tensor(cls, matrix: Any) -> TorchExactIndex:
+        """An index over a matrix already on its device (``bench.gpu`` makes 21M vectors on the GPU, not in host RAM)."""
+        import torch
+
+        index = cls.__new__(cls)
+        index._torch = torch
+        index.ntotal, index.d = int(matrix.shape[0]), int(matrix.shape[1])
+        index.device, index.dtype, index.matrix = matrix.device.type, matrix.dtype, matrix
+        return index
+
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """FAISS's ``(scores, ids)``: float32 and int64 arrays of shape (n_queries, k), best first."""
         torch = self._torch
