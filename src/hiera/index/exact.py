@@ -40,6 +40,7 @@ from hiera.errors import BadInputError
 
 DEVICES = ("auto", "faiss", "cuda", "cpu")
 _QUERY_BATCH = 256  # queries per matrix product: bounds the (queries × vectors) score block
+_RESCORE_FLOATS = 1 << 24  # float32 values of gathered rows rescored at once (a k of millions stays bounded)
 
 
 def cuda_available() -> bool:
@@ -127,7 +128,10 @@ class TorchExactIndex:
         depth = min(self.ntotal, 2 * k + 64) if low else k
         s, i = torch.topk(x.to(self.dtype) @ self.matrix.T, depth, dim=1, sorted=False)
         if low:
-            s = torch.einsum("bkd,bd->bk", self.matrix[i].float(), x)
+            s = torch.empty(i.shape, dtype=torch.float32, device=i.device)
+            step = max(256, _RESCORE_FLOATS // (len(x) * self.d))  # gathered rows in float32 stay ≤ 64 MB
+            for c in range(0, depth, step):
+                s[:, c : c + step] = torch.einsum("bkd,bd->bk", self.matrix[i[:, c : c + step]].float(), x)
         return best_first(s.float(), i, k)
 
     def reconstruct(self, i: int) -> np.ndarray:
