@@ -28,7 +28,8 @@ column says "no CUDA device"). Unchanged on a lent GPU machine.
   ``--sizes``, generated on the device. "identical" counts the queries whose
   GPU DHR top 100 equals the CPU exact path's (positions, scores to 1e-5),
   checked at the first size.
-* **training** (steps/s): ``hiera train-reader`` on the pooled corpus,
+* **training** (steps/s): ``hiera train-reader`` on the 44 SQuAD train articles
+  (``bench.gpu_reader``'s BM25-only collection of that file),
   ``--train-steps`` steps of 16 questions (the CPU default batch), from the
   report's ``steps_per_second``, with its peak memory.
 
@@ -47,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import WORK, Report, data_dir
+from bench.common import WORK, Report, data_dir, ensure_collection
 
 NO_GPU = "no CUDA device"
 DIM = 384
@@ -248,17 +249,24 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
 
 # -- training --------------------------------------------------------------------------------------------------
 def train_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
-    from bench.pooled import POOLED
+    from hiera.corpus.store import CorpusStore
     from hiera.eval.questions import load_questions
+    from hiera.index.build import BuildOptions
     from hiera.train.args import ReaderArgs
     from hiera.train.reader import train_reader
 
-    qs = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad")
+    # the 44 SQuAD train articles alone, BM25 only: bench.gpu_reader's collection for this file
+    train_file = data_dir() / "squad" / "train-du2017-44articles.json"
+    root = WORK / f"reader-train-{train_file.stem}"
+    ensure_collection(root, [([train_file], "squad")], options=BuildOptions(dense=False))
+    store = CorpusStore(root)
+    qs = load_questions(train_file, "squad", rules=store.rules)
+    store.close()
     out: dict[str, Any] = {}
     for device in devices:
         tmp = Path(tempfile.mkdtemp(prefix="gpu-bench-reader-"))
         try:
-            meta = train_reader(POOLED, qs, tmp / "reader", ReaderArgs(
+            meta = train_reader(root, qs, tmp / "reader", ReaderArgs(
                 max_steps=args.train_steps, max_examples=max(200, 16 * args.train_steps), save_steps=10_000,
                 progress=False, device=device), log=lambda m: None)
         finally:

@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=5696, help="SQuAD dev questions bench.reader evaluates")
     ap.add_argument("--name", default="reader-gpu", help="bench.reader's report: bench/out/NAME.json")
     ap.add_argument("--skip-eval", action="store_true")
+    ap.add_argument("--skip-train", action="store_true", help="evaluate the reader already at --out")
     args = ap.parse_args()
 
     if args.squad_train is not None:
@@ -115,14 +116,15 @@ def main() -> None:
     recipe["stride"] = min(recipe["stride"], recipe["max_length"] // 2 - 1)
     out = args.out or WORK / "reader" / f"gpu-{stem}"
     rargs = ReaderArgs(**recipe, max_examples=args.max_examples, max_minutes=args.max_minutes, device=args.device)
-    store = CorpusStore(root)  # gold passage ids depend on how the collection was split
-    questions = load_questions(train_file, "squad", rules=store.rules)
-    store.close()
-    print(f"{len(questions)} training questions from {train_file}; recipe {recipe}")
-    meta = train_reader(root, questions, out, rargs)
-    tr = meta["train"]
-    print(f"trained {out}: {tr['steps']} steps, {tr['steps_per_second']} steps/s on {tr['device']} "
-          f"({tr['mixed_precision']}), peak {tr.get('peak_gpu_mb', tr['peak_rss_mb'])} MB")
+    if not args.skip_train:
+        store = CorpusStore(root)  # gold passage ids depend on how the collection was split
+        questions = load_questions(train_file, "squad", rules=store.rules)
+        store.close()
+        print(f"{len(questions)} training questions from {train_file}; recipe {recipe}")
+        meta = train_reader(root, questions, out, rargs)
+        tr = meta["train"]
+        print(f"trained {out}: {tr['steps']} steps, {tr['steps_per_second']} steps/s on {tr['device']} "
+              f"({tr['mixed_precision']}), peak {tr.get('peak_gpu_mb', tr['peak_rss_mb'])} MB")
     if args.skip_eval:
         return
     cmd = [sys.executable, "-m", "bench.reader", "--reader", str(out), "--questions", str(args.questions),
