@@ -39,7 +39,7 @@ from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
-from hiera.index.exact import TorchExactIndex, resolve_device
+from hiera.index.exact import DevicePassageStage, TorchExactIndex, model_device, resolve_device
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import NameTable
 from hiera.index.profile import profile_of
@@ -244,6 +244,9 @@ class BuildView:
                 self.manifest.check_model(level, model_fingerprint(resolve_model_path(name)), name)
         self._derived: dict[str, Any] = {}
         self._derived_lock = threading.Lock()
+        # where the query encoders run (LocalCollection: on the GPU when it searches there); exported backends
+        # run on the CPU whatever this says
+        self.model_device = "cpu"
 
     def _checked_defaults(self) -> dict[str, dict]:
         """The build's (``hiera build --set``) then the tuned (``hiera tune``) parameters, checked by the registry."""
@@ -338,7 +341,8 @@ class BuildView:
         info = self.manifest.models[level]
         name = self._requested[level] or info["path"]
         backend = self.backend or self.manifest.backend(level)
-        enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False, backend=backend)
+        device = self.model_device if backend == "torch" else "cpu"
+        enc = Encoder(name, cache_dir=self.cache_dir, use_cache=False, backend=backend, device=device)
         if enc.fingerprint != info["fingerprint"]:
             raise ManifestMismatchError(
                 f"the model at {enc.path} changed since the {level} index was built "
@@ -451,6 +455,7 @@ class LocalCollection:
                 f"the live build of {self.view.root} is sharded; open it with hiera.builds.open_collection"
             )
         self.search_device = resolve_device(device)
+        self.view.model_device = model_device(self.search_device)
 
     def check_method(self, name: str) -> None:
         """Every registry method runs on one build."""
@@ -507,6 +512,14 @@ class LocalCollection:
     @cached_property
     def doc_faiss(self) -> Any:
         return self._faiss("docs.faiss", lambda: self.doc_vectors)
+
+    @cached_property
+    def device_passage_stage(self) -> DevicePassageStage | None:
+        """DHR's passage stage on the torch search device (``cuda``, or ``cpu`` for exact search); None with FAISS."""
+        if self.search_device == "faiss" or not self.view.has_dense:
+            return None
+        index = self.passage_faiss
+        return DevicePassageStage(index, self.view.doc_offsets) if isinstance(index, TorchExactIndex) else None
 
     @cached_property
     def doc_mean_faiss(self) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.io import loads_json
-from hiera.models import check_weights, offline, quiet_transformers
+from hiera.models import check_weights, offline, quiet_transformers, resolve_device
 from hiera.results import Hit
 from hiera.schema import RERANKER_META, SchemaError, validate
 
@@ -32,8 +32,12 @@ MAX_DEPTH = 1000
 class Reranker:
     """A trained cross-encoder plus its calibrated relevance threshold."""
 
-    def __init__(self, model: str | Path, *, batch_size: int = 32, trust_pickle: bool | None = None) -> None:
+    def __init__(
+        self, model: str | Path, *, batch_size: int = 32, trust_pickle: bool | None = None, device: str | None = "auto"
+    ) -> None:
+        """``device``: ``auto`` (a GPU when torch sees one), ``cpu`` or ``cuda``; on a GPU it runs in float16."""
         offline()
+        self.device = resolve_device(device)
         self.path = resolve_model_path(model)
         check_weights(self.path, trust_pickle)
         meta_path = self.path / META_FILE
@@ -54,7 +58,9 @@ class Reranker:
 
         try:
             with quiet_transformers():
-                self.model = CrossEncoder(str(self.path), device="cpu")
+                self.model = CrossEncoder(str(self.path), device=self.device)
+            if self.device == "cuda":
+                self.model.half()
         except Exception as e:
             raise HieraError(f"cannot load a cross-encoder from {self.path}: {e}") from None
         if int(getattr(self.model, "num_labels", 1)) != 1:

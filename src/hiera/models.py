@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hiera.errors import HieraError
+from hiera.errors import BadInputError, HieraError
 
 
 def offline() -> None:
@@ -98,3 +98,58 @@ def check_weights(path: Path, trust: bool | None = None) -> None:
                 f".safetensors beside them; hiera loads safetensors only — convert the model, or pass "
                 f"--trust-pickle (or set {TRUST_ENV}=1) if you trust its source"
             )
+
+
+# -- where models run --------------------------------------------------------------------------------------
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (imports torch: call it when a model is about to load anyway)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_device(name: str | None, what: str = "--device") -> str:
+    """``cpu`` or ``cuda``: ``auto`` (and None) is ``cuda`` when torch sees a GPU, else ``cpu``; a bad name is one line.
+
+    One meaning for every command and API that runs a model: ``auto`` never
+    changes anything on a machine without a GPU, where hiera keeps its CPU
+    path (and its CPU backends, :mod:`hiera.backends`).
+    """
+    key = "auto" if name is None else str(name).strip().lower()
+    if key not in DEVICES:
+        raise BadInputError(f"{what}: unknown device {name!r}; choose one of: {', '.join(DEVICES)}")
+    if key == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if key == "cuda" and not cuda_available():
+        raise BadInputError(f"{what} cuda: torch sees no CUDA device here; use auto or cpu")
+    return key
+
+
+def autocast_dtype(device: str) -> str | None:
+    """The mixed-precision type training uses on ``device``: bfloat16 where the GPU has it, else float16; None on a CPU.
+
+    bfloat16 keeps float32's range, so no loss scaling is needed; older GPUs
+    (before Ampere) get float16 with a gradient scaler (transformers' ``fp16``).
+    """
+    if device != "cuda":
+        return None
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
+def peak_memory(device: str) -> dict[str, float | str]:
+    """What a training report records of memory: the GPU's peak allocation on CUDA, else the process's peak RSS."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    out: dict[str, float | str] = {"peak_rss_mb": round(rss, 1)}
+    if device == "cuda":
+        import torch
+
+        out["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        out["gpu"] = torch.cuda.get_device_name()
+    return out

@@ -141,7 +141,8 @@ def validate(value: Any, spec: Spec) -> None:
 # -- the files hiera reads back ---------------------------------------------------------------------------
 MODEL_INFO = Obj(
     {"name": STR, "path": Str(nonempty=True), "fingerprint": Str(nonempty=True), "dim": Int(min=1),
-     "max_seq_length": Int(min=1), "query_prompt": STR, "document_prompt": STR, "backend": STR},
+     "max_seq_length": Int(min=1), "query_prompt": STR, "document_prompt": STR, "backend": STR,
+     "device": STR, "precision": STR},
     required=frozenset({"path", "fingerprint", "dim"}),
 )
 

@@ -72,3 +72,37 @@ def test_an_hnsw_build_is_searched_exactly(shared_root: Path, tmp_path: Path) ->
     assert "HNSW" in type(open_collection(root, device="faiss").passage_faiss).__name__
     flat = open_collection(shared_root, device="faiss")
     assert _hits(exact_col, "dense") == _hits(flat, "dense")
+
+
+def test_float16_scan_is_rescored_to_the_float32_results() -> None:
+    """The GPU's arithmetic (float16 scan, float32 rescoring of its top 2k + 64), run on a CPU: FAISS's results."""
+    rng = np.random.default_rng(1)
+    vecs = _unit(rng, 4000, 32).astype(np.float16).astype(np.float32)  # what a build stores
+    queries = _unit(rng, 40, 32)
+    ref_ids, ref_sc = faiss_search(build_faiss(vecs, "Flat"), queries, 30)
+    half = TorchExactIndex(vecs, "cpu", dtype="float16")
+    ids, sc = faiss_search(half, queries, 30)
+    assert np.array_equal(ids, ref_ids)
+    assert np.allclose(sc, ref_sc, atol=1e-6)
+    # without the rescoring, float16 products (3 significant digits) tie and reorder: the rescoring matters
+    import torch
+
+    raw = (torch.from_numpy(queries).half() @ half.matrix.T).float()
+    assert not np.array_equal(torch.topk(raw, 30, dim=1).indices.numpy(), ref_ids)
+
+
+def test_equal_scores_come_in_position_order() -> None:
+    vecs = np.tile(np.eye(8, dtype=np.float32)[:1], (10, 1))  # ten identical vectors
+    ids, _ = faiss_search(TorchExactIndex(vecs, "cpu"), np.eye(8, dtype=np.float32)[:1], 10)
+    assert ids[0].tolist() == list(range(10))
+
+
+@pytest.mark.skipif(not exact.cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
+def test_cuda_exact_index_equals_the_cpu_one() -> None:
+    rng = np.random.default_rng(2)
+    vecs = _unit(rng, 20_000, 64).astype(np.float16).astype(np.float32)
+    queries = _unit(rng, 64, 64)
+    cpu_ids, cpu_sc = faiss_search(TorchExactIndex(vecs, "cpu"), queries, 50)
+    gpu_ids, gpu_sc = faiss_search(TorchExactIndex(vecs, "cuda"), queries, 50)
+    assert np.array_equal(gpu_ids, cpu_ids)
+    assert np.allclose(gpu_sc, cpu_sc, atol=1e-5)

@@ -100,6 +100,10 @@ def test_training_metadata_records_the_run(tiny_reader: Path):
     assert meta["train"]["steps"] == 30  # the fixture's max_steps
     assert meta["examples"]["groups"] > 0 and meta["examples"]["positives_gold"] > 0
     assert meta["args"]["seed"] == 3 and meta["peak_rss_mb"] > 0 and meta["seconds_total"] > 0
+    # where it trained and how fast (on a GPU: "cuda", its mixed precision and the GPU's peak memory)
+    assert meta["train"]["device"] == "cpu" and meta["train"]["mixed_precision"] == "none"
+    assert meta["train"]["steps_per_second"] > 0 and meta["train"]["peak_rss_mb"] > 0
+    assert "peak_gpu_mb" not in meta["train"]
     assert (tiny_reader / "model.safetensors").is_file() and not list(tiny_reader.glob("*.bin"))
 
 

@@ -50,6 +50,7 @@ def test_training_changes_weights_and_round_trips(two_iterations):
     saved = json.loads((out / "hiera-train.json").read_text())
     assert [it["steps"] for it in saved["iterations"]] == [2, 2]
     assert saved["iterations"][0]["model"].endswith("passage-iter1") and saved["peak_rss_mb"] > 0
+    assert all(it["device"] == "cpu" and it["steps_per_second"] > 0 for it in saved["iterations"])
 
 
 def test_iteration_two_uses_negatives_mined_by_iteration_one(two_iterations, shared_root, col, pool):

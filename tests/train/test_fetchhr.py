@@ -37,6 +37,7 @@ def test_trains_publishes_and_records_metadata(trained, squad_article) -> None:
     saved = json.loads((out / "hiera-train.json").read_text())
     assert saved["steps"] == 3 and saved["layers"] == [1, 2, 3, 4, 5, 6]
     assert saved["peak_rss_mb"] > 0 and saved["train_seconds"] > 0 and saved["examples"]["kept"] > 8
+    assert saved["device"] == "cpu" and saved["steps_per_second"] > 0 and saved["mixed_precision"] == "none"
     assert saved["args"]["learning_rate"] == 1e-3
     cfg = json.loads((out / CONFIG_FILE).read_text())
     assert cfg["passage_fingerprint"] == squad_article["col"].manifest.models["passage"]["fingerprint"]

@@ -69,6 +69,7 @@ def test_train_reranker_smoke(shared_root, tmp_path):
     meta = json.loads((out / "hiera-reranker.json").read_text())
     assert meta["threshold"] == report["threshold"] and 0.0 <= meta["threshold"] <= 1.0
     assert meta["train"]["steps"] == 2 and meta["dev_questions"] == 2
+    assert meta["train"]["device"] == "cpu" and meta["train"]["steps_per_second"] > 0
     assert meta["train"]["questions"] == len(tiny_questions()) - 2
     assert meta["dev"]["pairs"] == 6
     # the cross-encoder's weight, fitted on the same held-out questions against the negatives' retriever

@@ -12,25 +12,28 @@ from __future__ import annotations
 import argparse
 import json
 
-from hiera.cli.common import AddCommand
+from hiera.cli.common import AddCommand, add_device_option
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
+    from hiera.index.exact import model_device
     from hiera.read.pipeline import answer
     from hiera.read.reader import Reader
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_reader_assignments
 
     search_params, read_params = parse_reader_assignments(args.set, [args.retriever])
-    reader = Reader(args.reader)  # the reader first: a wrong directory fails before the indexes load
-    col = open_collection(args.index)
+    # the reader first: a wrong directory fails before the indexes load
+    reader = Reader(args.reader, device=model_device(args.device))
+    col = open_collection(args.index, device=args.device)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=max(args.rerank_depth, args.k))
+        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=model_device(args.device)),
+                                    depth=max(args.rerank_depth, args.k))
     sep = col.store.title_sep
     out = answer(retriever, reader, args.query, k=args.k, search_params=search_params[args.retriever],
                  read_params=read_params, sep=sep)
@@ -74,3 +77,4 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--rerank", default=None, help="cross-encoder directory: rerank before reading")
     sp.add_argument("--rerank-depth", type=int, default=20)
     sp.add_argument("--json", action="store_true")
+    add_device_option(sp, search=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hiera.cli.common import AddCommand, log, log_unless
+from hiera.cli.common import AddCommand, add_device_option, log, log_unless
 from hiera.spec import add_set_option
 
 
@@ -28,6 +28,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         bm25_config=Bm25Config(k1=args.bm25_k1, b=args.bm25_b),
         bm25_doc_text=args.bm25_doc_text,
         batch_size=args.batch_size,
+        device=args.device,
         progress=not args.quiet,
         defaults=defaults or None,
         shards=args.shards,
@@ -67,7 +68,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--bm25-b", type=float, default=0.4, help="BM25 length normalization")
     sp.add_argument("--bm25-doc-text", choices=["fulltext", "summary"], default="fulltext")
     add_set_option(sp, "default of a method parameter saved with the build, e.g. doc_stage=summary, lam=0.5")
-    sp.add_argument("--batch-size", type=int, default=32)
+    sp.add_argument("--batch-size", type=int, default=None,
+                    help="texts per encoder call (default: 32 on a CPU, 1024 on a GPU)")
+    add_device_option(sp)
     sp.add_argument("--shards", type=int, default=0, metavar="N",
                     help="split the index into N shards of contiguous documents (searches return the same results)")
     sp.add_argument("--engine", choices=["local", "ray"], default="local",

@@ -29,3 +29,21 @@ def log(msg: str) -> None:
 
 def log_unless(quiet: bool) -> Callable[[str], None]:
     return (lambda m: None) if quiet else log
+
+
+def add_device_option(sp: argparse.ArgumentParser, search: bool = False) -> None:
+    """``--device``: one meaning everywhere a model or an index runs (commands that search also take ``faiss``).
+
+    ``auto`` (the default) is ``cuda`` when torch sees a GPU, else the CPU
+    path as it was (FAISS indexes, the CPU encoder backends); nothing changes
+    on a machine without a GPU.
+    """
+    if search:
+        sp.add_argument("--device", default="auto", choices=["auto", "faiss", "cpu", "cuda"],
+                        help="where models run and dense indexes are searched: cuda (models in float16, exact search "
+                             "and DHR's passage stage on the GPU), cpu (exact search with torch), faiss (the FAISS "
+                             "indexes as built, models on the CPU); auto: cuda when there is a GPU, else faiss")
+    else:
+        sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where the models run: cuda (float16 inference, mixed-precision training), cpu; "
+                             "auto: cuda when torch sees a GPU, else cpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hiera.cli.common import AddCommand, log, log_unless, print_json
+from hiera.cli.common import AddCommand, add_device_option, log, log_unless, print_json
 from hiera.errors import HieraError
 
 
@@ -71,6 +71,7 @@ def _add(args: argparse.Namespace) -> int:
     old = Manifest.read(build_dir)
     opts = BuildOptions.from_manifest(old)
     opts.progress = not args.quiet
+    opts.device = args.device
     progress = log_unless(args.quiet)
     # The new index is built inside the ingest's transaction and swapped in just before it commits:
     # a failure or a kill before that leaves the collection exactly as it was (documents and index).
@@ -139,6 +140,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--format", "-f", required=True)
     sp.add_argument("--skip-bad", action="store_true")
     _duplicates_option(sp)
+    add_device_option(sp)
 
     sp = add("stats", cmd_stats, "print collection statistics")
     sp.add_argument("index")

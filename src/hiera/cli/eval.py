@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hiera.cli.common import AddCommand
+from hiera.cli.common import AddCommand, add_device_option
 from hiera.errors import BadInputError
 from hiera.io import write_json_atomic
 from hiera.spec import add_set_option
@@ -42,6 +42,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
+    from hiera.index.exact import model_device
     from hiera.retrieve import get_retriever
     from hiera.spec import MAX_K, parse_assignments, parse_reader_assignments
 
@@ -65,7 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.reader:
         from hiera.read.reader import Reader
 
-        reader = Reader(args.reader, **read_params)  # a bad directory fails before any retrieval
+        reader = Reader(args.reader, device=model_device(args.device), **read_params)  # fails before any retrieval
     col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
                                **_question_options(args))
@@ -75,7 +76,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        reranker = Reranker(args.rerank)
+        reranker = Reranker(args.rerank, device=model_device(args.device))
     runs = {}
     for n in names:
         t = time.perf_counter()
@@ -219,7 +220,6 @@ def _tune(args: argparse.Namespace) -> int:
 def register(add: AddCommand) -> None:
     from hiera.backends import BACKENDS
     from hiera.eval.questions import QUESTION_FORMATS
-    from hiera.index.exact import DEVICES
 
     fmts = ", ".join(sorted(QUESTION_FORMATS))
     sp = add("eval", cmd_eval, "evaluate retrievers on a question set")
@@ -246,8 +246,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--vectors", choices=["float16", "float32"], default="float16", help="float32 keeps the vector matrices upcast in memory (2x their size, faster dense scoring); float16 memory-maps them")
     sp.add_argument("--backend", default=None, choices=list(BACKENDS),
                     help="what runs the query encoder (default: the backend the build encoded with)")
-    sp.add_argument("--device", default="auto", choices=list(DEVICES),
-                    help="where dense indexes are searched (torch exact on cuda or cpu, or faiss; auto: cuda if present)")
+    add_device_option(sp, search=True)
 
     sp = add("tune", cmd_tune, "grid-search dhr's lam, top_docs, passage_alpha (and doc_alpha) for top-k accuracy; saved beside the build")
     sp.add_argument("index")

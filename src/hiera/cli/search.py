@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from hiera.cli.common import AddCommand, print_json
+from hiera.cli.common import AddCommand, add_device_option, print_json
 from hiera.spec import add_set_option
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
+    from hiera.index.exact import model_device
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_assignments
 
@@ -24,7 +25,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank), depth=args.rerank_depth)
+        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=model_device(args.device)),
+                                    depth=args.rerank_depth)
     res = retriever.search(args.query, k=args.k, level=args.level, **params)
     if args.json:
         print_json(res.to_dict())
@@ -65,7 +67,6 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 def register(add: AddCommand) -> None:
     from hiera.backends import BACKENDS
-    from hiera.index.exact import DEVICES
     from hiera.spec import MAX_K, method_names
 
     sp = add("search", cmd_search, "search a collection")
@@ -79,9 +80,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--passage-encoder", default=None)
     sp.add_argument("--backend", default=None, choices=list(BACKENDS),
                     help="what runs the query encoder (default: the backend the build encoded with)")
-    sp.add_argument("--device", default="auto", choices=list(DEVICES),
-                    help="where dense indexes are searched: exactly with torch on cuda or cpu, or the FAISS indexes "
-                         "as built; auto: cuda when there is a GPU, else faiss")
+    add_device_option(sp, search=True)
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory (from `hiera train-reranker`)")
     sp.add_argument("--rerank-depth", type=int, default=20, help="how many results the reranker rescores")

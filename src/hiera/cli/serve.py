@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from hiera.cli.common import AddCommand
+from hiera.cli.common import AddCommand, add_device_option
 
 log = logging.getLogger("hiera.serve")
 
@@ -79,6 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         rerank_depth=args.rerank_depth,
         reader=Path(args.reader) if args.reader else None,
         vectors=args.vectors,
+        device=args.device,
         api_key=api_key,
         cors_origin=args.cors_origin,
         search_timeout=args.search_timeout,
@@ -123,3 +124,4 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--ray-address", default=None, metavar="auto|ADDRESS", help="--engine ray: the cluster (default: a local Ray)")
     sp.add_argument("--replicas", type=int, default=1, help="--engine ray: replicas of each shard deployment")
     sp.add_argument("--shard-cpus", type=float, default=1.0, help="--engine ray: CPUs reserved per shard replica")
+    add_device_option(sp, search=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hiera.cli.common import AddCommand, log_unless
+from hiera.cli.common import AddCommand, add_device_option, log_unless
 from hiera.errors import BadInputError
 
 
@@ -58,7 +58,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def common_fields(args: argparse.Namespace) -> dict:
-    """The options every trainer takes (the run's model, budget, seed, checkpoints), as the dataclasses name them."""
+    """The options every trainer takes (the run's model, budget, seed, checkpoints, device), as the dataclasses name them."""
+    from hiera.models import resolve_device
+
+    resolve_device(args.device)  # --device cuda without a GPU: refused before the questions load
     return {
         "base_model": args.base_model,
         "batch_size": args.batch_size,
@@ -70,6 +73,7 @@ def common_fields(args: argparse.Namespace) -> dict:
         "save_steps": args.save_steps,
         "max_minutes": args.max_minutes,
         "progress": not args.quiet,
+        "device": args.device,
     }
 
 
@@ -192,6 +196,7 @@ def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     sp.add_argument("--lr", type=float, default=None, help="learning rate (default: 5e-5 dual encoders, 8e-5 reranker)")
     sp.add_argument("--seed", type=int, default=42)
     sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
+    add_device_option(sp)
 
 
 def cmd_train_fetchhr(args: argparse.Namespace) -> int:

@@ -85,9 +85,10 @@ class LayerStates:
         with self.encoder._lock, torch.inference_mode():
             feats = st.preprocess([prompt + t for t in texts])
             inputs = {k: v for k, v in feats.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-            out = self.backbone(**inputs, output_hidden_states=True)
+            device = getattr(self.encoder, "device", "cpu")  # a GPU encoder (float16): states come back float32
+            out = self.backbone(**{k: v.to(device) for k, v in inputs.items()}, output_hidden_states=True)
         hs = out.hidden_states  # embeddings, then one per transformer layer
-        return {n: hs[n] for n in layers}, inputs["attention_mask"]
+        return {n: hs[n].float().cpu() for n in layers}, inputs["attention_mask"]
 
 
 def mean_pool(states: Any, mask: Any) -> Any:
@@ -151,7 +152,7 @@ class FetchHRModel:
             encoder = passage_encoder
         else:
             source = qe.get("path") if qe.get("path") and Path(qe["path"]).is_dir() else qe.get("name")
-            encoder = Encoder(source, use_cache=False)
+            encoder = Encoder(source, use_cache=False, device="cpu")  # FetchHR's per-layer search runs on the CPU
             if encoder.fingerprint != qe.get("fingerprint"):
                 raise ManifestMismatchError(
                     f"{root}: its query encoder {qe.get('name')} changed since the heads were trained "

@@ -36,6 +36,7 @@ from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import name_rows, write_names
 from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
+from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
 
 DOC_TEXTS = ("summary", "fulltext")
@@ -67,7 +68,8 @@ class BuildOptions:
     profile: str = "auto"  # "auto" | "small" | "large": index types and the default method's settings follow it
     bm25_config: Bm25Config = field(default_factory=Bm25Config)
     bm25_doc_text: str = "fulltext"
-    batch_size: int = 32
+    batch_size: int | None = None  # None: 32 on a CPU, hiera.encode.CUDA_BATCH on a GPU
+    device: str = "auto"  # where the encoders run: auto (a GPU when torch sees one), cpu, cuda
     cache_dir: Path | None = None
     defaults: dict[str, dict] | None = None  # method → parameter → value (``hiera build --set``)
     progress: bool = True
@@ -103,6 +105,8 @@ def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
         raise BadInputError(f"bm25 document text must be one of {DOC_TEXTS}, got {opts.bm25_doc_text!r}")
     if not (opts.bm25 or opts.dense):
         raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
+    if opts.dense:
+        resolve_device(opts.device)  # --device cuda without a GPU: refused before any work
     opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
     passages = int(store.stats()["passages"])
     if passages == 0:
@@ -276,10 +280,12 @@ def _build_into(
     if opts.dense:
         t = time.perf_counter()
         (out / "dense").mkdir()
-        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend)
+        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
+                        device=opts.device)
         same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
         d_enc = p_enc if same else Encoder(
-            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend
+            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
+            device=opts.device,
         )
         pvecs = _vectors(
             p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"

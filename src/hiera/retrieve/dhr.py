@@ -26,6 +26,7 @@ from hiera.index.dense import faiss_search
 from hiera.index.select import concat_ranges, ranks_of, topk
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
+from hiera.retrieve.dhr_device import DeviceBatch, device_stages
 from hiera.score.docstage import STAGES, stage
 from hiera.score.fusion import by_max, dhr_score, mix
 from hiera.spec import Level, resolve_doc_stage
@@ -90,6 +91,15 @@ class DhrRetriever(_Hierarchical):
             defaults = {"passage_alpha": 0.0, **defaults}
         super().__init__(collection, **defaults)
 
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+        """With a torch search device, the batch's passage stages run there together (:mod:`hiera.retrieve.dhr_device`)."""
+        contexts = super()._prepare(queries, params)
+        if getattr(self.col, "device_passage_stage", None) is not None:
+            batch = DeviceBatch(self.col, queries, contexts, params)
+            for i, ctx in enumerate(contexts):
+                ctx["device_batch"] = (batch, i)
+        return contexts
+
     def candidates(
         self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str, with_bm25: bool = False
     ) -> Candidates:
@@ -113,6 +123,15 @@ class DhrRetriever(_Hierarchical):
                 dpos, dsc = stage(params["doc_stage"]).top(self.col, query, ctx, min(k, self.col.n_docs))
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
         pa = params["passage_alpha"]
+        if "device_batch" in ctx:
+            batch, i = ctx["device_batch"]
+            r = batch.get(i, k)
+            trace.append(TraceStep("doc-stage+gather", {"stage": params["doc_stage"], "top_docs": top_docs,
+                                                        "documents": batch.documents[i], "candidates": r.candidates,
+                                                        "device": self.col.search_device}, batch.doc_ms))
+            trace.append(TraceStep("passage-stage", {"lam": lam, "passage_alpha": pa, "batched": len(batch.queries)},
+                                   batch.passage_ms))
+            return self.passage_hits(r.positions, r.scores, device_stages(r, pa > 0))
         with timed(trace, "doc-stage+gather", stage=params["doc_stage"], top_docs=top_docs) as step:
             c = self.candidates(query, ctx, top_docs, params["doc_stage"], with_bm25=pa > 0)
             step.detail.update(documents=len(c.docs), candidates=len(c.passages))

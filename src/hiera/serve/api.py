@@ -21,6 +21,7 @@ Design choices:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -38,6 +39,7 @@ from fastapi.staticfiles import StaticFiles
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import HieraError
+from hiera.index.exact import model_device
 from hiera.retrieve.protocol import Retriever
 from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, Guard
 from hiera.serve.params import (
@@ -81,6 +83,7 @@ def create_app(
     max_pending: int = MAX_PENDING_SEARCHES,
     opener: Callable[..., Collection] = open_collection,
     reader: Path | None = None,
+    device: str = "auto",
 ) -> FastAPI:
     """The API for the collection at ``root``.
 
@@ -95,8 +98,10 @@ def create_app(
     """
     if api_key is None:
         api_key = os.environ.get(API_KEY_ENV) or None
+    if device != "auto":  # the local engine: where the collection is searched and the models run (--device)
+        opener = functools.partial(opener, device=device)
     service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors, opener=opener,
-                      reader=reader)
+                      reader=reader, device=model_device(device))
     pool = SearchPool(search_timeout, max_pending=max_pending)
     service.limits = {"search_timeout_s": search_timeout, "body_bytes": max_body, "pending_searches": max_pending}
 

@@ -37,7 +37,7 @@ class Service:
 
     def __init__(
         self, root: Path, reranker: Path | None = None, rerank_depth: int = 20, vectors: str = "float16",
-        opener: Callable[..., Collection] = open_collection, reader: Path | None = None,
+        opener: Callable[..., Collection] = open_collection, reader: Path | None = None, device: str = "auto",
     ) -> None:
         """``opener(root, vectors=…)`` opens the collection (Ray Serve's router passes one whose shards are remote).
 
@@ -49,7 +49,7 @@ class Service:
         if reader is not None:
             from hiera.read.reader import Reader
 
-            self.reader = Reader(reader)
+            self.reader = Reader(reader, device=device)
         self.vectors = vectors
         self.opener = opener
         self.reranker = None
@@ -59,7 +59,7 @@ class Service:
 
             if not 1 <= rerank_depth <= MAX_DEPTH:
                 raise HieraError(f"--rerank-depth must be in 1..{MAX_DEPTH}, got {rerank_depth}")
-            self.reranker = Reranker(reranker)
+            self.reranker = Reranker(reranker, device=device)
         self.warm = False
         self.limits: dict[str, Any] = {}  # the server's own limits, shown by /health
         self.stale: str | None = None  # why searches are refused until the next build, if they are

@@ -48,6 +48,7 @@ class TrainArgs:
     max_minutes: float | None = None  # stop (and save) when a training iteration runs this long
     depth: int = 100  # BM25 / mining depth for positives and negatives
     progress: bool = True
+    device: str = "auto"  # auto (a GPU when torch sees one), cpu, cuda: mixed precision on a GPU
 
     def check(self) -> TrainArgs:
         if self.iterations not in (1, 2):
@@ -94,6 +95,7 @@ class RerankerArgs:
     dev_fraction: float = 0.1  # questions held out to calibrate the threshold when no dev set is given
     depth: int = 100
     progress: bool = True
+    device: str = "auto"  # auto (a GPU when torch sees one), cpu, cuda: mixed precision on a GPU
 
     def check(self) -> RerankerArgs:
         if self.negatives_per_positive < 1:
@@ -185,6 +187,7 @@ class ReaderArgs:
     # rest of a step, and a few thousand questions should not move the vocabulary anyway
     freeze_embeddings: bool = True
     progress: bool = True
+    device: str = "auto"  # auto (a GPU when torch sees one), cpu, cuda: mixed precision on a GPU
 
     def check(self) -> ReaderArgs:
         if self.negatives < 0:

@@ -37,6 +37,7 @@ from hiera.io import write_json_atomic
 from hiera.models import check_weights, offline, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
+    device_report,
     peak_rss_mb,
     publish,
     questions_digest,
@@ -46,6 +47,7 @@ from hiera.train.common import (
     run_key,
     sample_questions,
     time_budget_callback,
+    train_device,
     training_kwargs,
 )
 from hiera.train.examples import (
@@ -109,7 +111,7 @@ def fit(
     with quiet_transformers():
         base = resolve_model_path(args.base_model)
         check_weights(base)
-        model = SentenceTransformer(str(base), device="cpu", model_card_data=card)
+        model = SentenceTransformer(str(base), device=train_device(args), model_card_data=card)
     if args.max_seq_length:
         model.max_seq_length = args.max_seq_length
     loss = MultipleNegativesRankingLoss(model, scale=args.scale)
@@ -139,6 +141,7 @@ def fit(
         "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
         "resumed_from": resume,
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        **device_report(train_device(args), int(trainer.state.global_step), seconds),
     }
 
 

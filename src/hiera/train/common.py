@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
+from hiera.models import autocast_dtype, peak_memory, resolve_device
 
 T = TypeVar("T")
 
@@ -78,8 +79,8 @@ def last_checkpoint(folder: Path) -> str | None:
 
 
 # What may differ between a run and its resumption: its length and budget (an interrupted or budget-stopped run
-# resumed with more steps continues it) and the display; not the data or the recipe.
-RESUMABLE_FIELDS = ("max_minutes", "max_steps", "epochs", "progress", "save_steps")
+# resumed with more steps continues it), the display and the device; not the data or the recipe.
+RESUMABLE_FIELDS = ("max_minutes", "max_steps", "epochs", "progress", "save_steps", "device")
 RUN_KEY_FILE = "run-key.json"
 
 
@@ -156,15 +157,30 @@ def publish(tmp: Path, dest: Path) -> None:
         shutil.rmtree(old)
 
 
-def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], resume: str | None) -> dict[str, Any]:
-    """What every trainer records of its run: steps, final loss, time, whether the budget stopped it, resume point."""
+def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], resume: str | None,
+               device: str = "cpu") -> dict[str, Any]:
+    """What every trainer records of its run: steps, final loss, time, whether the budget stopped it, resume point,
+    and where it ran (:func:`device_report`)."""
+    steps = int(trainer.state.global_step)
     return {
-        "steps": int(trainer.state.global_step),
+        "steps": steps,
         "train_loss": float(result.training_loss),
         "seconds": round(seconds, 1),
         "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
         "resumed_from": resume,
+        **device_report(device, steps, seconds),
     }
+
+
+def device_report(device: str, steps: int, seconds: float) -> dict[str, Any]:
+    """Where a run trained and how fast: device, mixed precision, steps/s, peak memory (GPU's on CUDA, else RSS)."""
+    return {"device": device, "mixed_precision": autocast_dtype(device) or "none",
+            "steps_per_second": round(steps / seconds, 3) if seconds > 0 else None, **peak_memory(device)}
+
+
+def train_device(args: Any) -> str:
+    """``cpu`` or ``cuda`` for a run's ``device`` field (a one-line error for ``cuda`` without a GPU)."""
+    return resolve_device(getattr(args, "device", "auto"))
 
 
 def peak_rss_mb() -> float:
@@ -173,12 +189,16 @@ def peak_rss_mb() -> float:
 
 
 def training_kwargs(args: Any, output_dir: Path) -> dict[str, Any]:
-    """The training-argument fields every hiera trainer shares (CPU, seeded, resumable checkpoints).
+    """The training-argument fields every hiera trainer shares (device, seeded, resumable checkpoints).
 
     ``args.warmup_ratio`` is a fraction of the run's steps: transformers 5
     dropped ``warmup_ratio`` and reads a ``warmup_steps`` below 1 as that
     fraction (1 or more would count steps, so the argument checks refuse it).
+    On a GPU the run uses mixed precision (:func:`hiera.models.autocast_dtype`:
+    bf16 where the card has it, else fp16 with loss scaling).
     """
+    device = train_device(args)
+    mixed = autocast_dtype(device)
     return {
         "output_dir": str(output_dir),
         "num_train_epochs": args.epochs,
@@ -193,7 +213,9 @@ def training_kwargs(args: Any, output_dir: Path) -> dict[str, Any]:
         "save_total_limit": 1,
         "logging_steps": 10,
         "report_to": "none",
-        "use_cpu": True,
+        "use_cpu": device == "cpu",
+        "bf16": mixed == "bfloat16",
+        "fp16": mixed == "float16",
         "dataloader_num_workers": 0,
         "disable_tqdm": not args.progress,
     }

@@ -25,6 +25,7 @@ passage encoder's fingerprint, which the retriever checks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -43,7 +44,16 @@ from hiera.eval.questions import Question
 from hiera.fetchhr.layers import parse_layers
 from hiera.fetchhr.model import FetchHRModel, HeadConfig, LayerStates, encoder_record
 from hiera.io import write_atomic, write_json_atomic
-from hiera.train.common import digest, peak_rss_mb, publish, questions_digest, sample_questions
+from hiera.models import autocast_dtype
+from hiera.train.common import (
+    device_report,
+    digest,
+    peak_rss_mb,
+    publish,
+    questions_digest,
+    sample_questions,
+    train_device,
+)
 from hiera.train.examples import Example, build_examples, choose_negatives, load_examples, save_examples
 from hiera.train.pool import PassagePool
 
@@ -71,6 +81,7 @@ class FetchHRArgs:
     max_minutes: float | None = None
     bm25_depth: int = 100
     progress: bool = True
+    device: str = "auto"  # auto (a GPU when torch sees one), cpu, cuda: mixed precision on a GPU
 
     def check(self) -> FetchHRArgs:
         if self.batch_size < 2:
@@ -167,11 +178,12 @@ def contrastive_loss(q: Any, cands: Any, cand_ids: Any, n_pos: int, scale: float
     """
     import torch
 
-    logits = scale * q @ cands.T
+    logits = scale * q.float() @ cands.float().T
     same = cand_ids.unsqueeze(0) == cand_ids[:n_pos].unsqueeze(1)
-    same[torch.arange(n_pos), torch.arange(n_pos)] = False
+    diag = torch.arange(n_pos, device=logits.device)
+    same[diag, diag] = False
     logits = logits.masked_fill(same, float("-inf"))
-    return torch.nn.functional.cross_entropy(logits, torch.arange(n_pos))
+    return torch.nn.functional.cross_entropy(logits, diag)
 
 
 def lr_lambda(total: int, warmup: int) -> Callable[[int], float]:
@@ -210,7 +222,9 @@ def train_fetchhr(
     if "passage" not in col.manifest.models:
         raise HieraError(f"{col.root} has no dense passage index; FetchHR's heads target its passage vectors")
     passage_fp = col.manifest.models["passage"]["fingerprint"]
-    encoder = Encoder(args.base_model or col.manifest.models["passage"]["path"], use_cache=False)
+    device = train_device(args)
+    encoder = Encoder(args.base_model or col.manifest.models["passage"]["path"], use_cache=False, backend="torch",
+                      device=device)
     ls = LayerStates(encoder)
     layers = parse_layers(args.layers, range(1, ls.num_layers + 1))
     if ls.dim != int(col.manifest.models["passage"]["dim"]):
@@ -251,22 +265,24 @@ def train_fetchhr(
                      ffn=int(ls.backbone.config.intermediate_size), depth=args.depth, dropout=args.dropout,
                      query_encoder=encoder_record(encoder, ls.num_layers), passage_fingerprint=passage_fp)
     torch.manual_seed(args.seed)
-    heads = RNetSet(layers, cfg.dim, cfg.heads, cfg.ffn, cfg.depth, cfg.dropout)
+    heads = RNetSet(layers, cfg.dim, cfg.heads, cfg.ffn, cfg.depth, cfg.dropout).to(device)
     opt = torch.optim.Adam(heads.parameters(), lr=args.learning_rate)
+    mixed = autocast_dtype(device)  # bf16 (no scaling needed) or fp16 with a gradient scaler, on a GPU only
+    scaler = torch.amp.GradScaler("cuda", enabled=mixed == "float16")
     per_epoch = math.ceil(len(examples) / args.batch_size)
     total = args.max_steps or max(1, math.ceil(args.epochs * per_epoch))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(total, int(args.warmup_ratio * total)))
 
-    run_key = _key(cfg.to_dict(), args.to_dict() | {"max_minutes": None, "progress": None}, meta)
+    run_key = _key(cfg.to_dict(), args.to_dict() | {"max_minutes": None, "progress": None, "device": None}, meta)
     step, resumed = 0, None
     ckpt = work / CHECKPOINT
     if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=True)  # our own file; weights_only never runs code
+        state = torch.load(ckpt, weights_only=True, map_location=device)  # our own file; weights_only never runs code
         if state.get("key") == run_key:
             heads.load_state_dict(state["heads"])
             opt.load_state_dict(state["opt"])
             sched.load_state_dict(state["sched"])
-            torch.set_rng_state(state["rng"])
+            torch.set_rng_state(state["rng"].cpu())
             step, resumed = int(state["step"]), str(ckpt)
             log(f"resuming from {ckpt} at step {step}")
         else:
@@ -293,14 +309,17 @@ def train_fetchhr(
                 step += 1
                 continue
             states, mask = store.batch(rows)
+            states, mask = {n: t.to(device, non_blocking=True) for n, t in states.items()}, mask.to(device)
             ids = np.concatenate([pos_ids[rows], neg_ids[rows].reshape(-1)]) if neg_ids.size else pos_ids[rows]
-            cands = torch.from_numpy(np.asarray(vectors[np.asarray(ids)], dtype=np.float32))
-            qv = heads(states, mask)
-            loss = torch.stack([contrastive_loss(qv[n], cands, torch.from_numpy(ids), len(rows), args.scale)
-                                for n in layers]).mean()
+            cands = torch.from_numpy(np.asarray(vectors[np.asarray(ids)], dtype=np.float32)).to(device)
+            with torch.autocast("cuda", dtype=getattr(torch, mixed)) if mixed else contextlib.nullcontext():
+                qv = heads(states, mask)
+                loss = torch.stack([contrastive_loss(qv[n], cands, torch.from_numpy(ids).to(device), len(rows),
+                                                     args.scale) for n in layers]).mean()
             opt.zero_grad()
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             sched.step()
             step += 1
             losses.append(loss.item())
@@ -321,7 +340,7 @@ def train_fetchhr(
         import shutil
 
         shutil.rmtree(tmp)
-    FetchHRModel(cfg, encoder, heads).save(tmp)
+    FetchHRModel(cfg, encoder, heads.cpu()).save(tmp)
     report.update({
         "steps": step, "total_steps": total, "examples_used": len(examples),
         "loss_first": round(float(np.mean(losses[:20])), 4) if losses else None,
@@ -331,6 +350,7 @@ def train_fetchhr(
         "query_encoder": cfg.query_encoder, "passage_fingerprint": passage_fp,
         "head_parameters": int(sum(p.numel() for p in heads.parameters())),
         "seconds_total": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak_rss_mb(), 1),
+        **device_report(device, step, seconds),
     })
     write_json_atomic(tmp / "hiera-train.json", report)
     publish(tmp, out)

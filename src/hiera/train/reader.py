@@ -49,6 +49,7 @@ from hiera.train.common import (
     run_report,
     sample_questions,
     time_budget_callback,
+    train_device,
     training_kwargs,
 )
 from hiera.train.examples import find_positive, judge_for
@@ -232,7 +233,7 @@ def train_reader(
         "base_model": {"name": str(args.base_model), "fingerprint": model_fingerprint(base)},
         "collection": str(col.root),
         "examples": vars(rep),
-        "train": run_report(trainer, result, train_seconds, callbacks, resume),
+        "train": run_report(trainer, result, train_seconds, callbacks, resume, train_device(args)),
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }

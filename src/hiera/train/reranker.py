@@ -44,6 +44,7 @@ from hiera.train.common import (
     run_report,
     sample_questions,
     time_budget_callback,
+    train_device,
     training_kwargs,
 )
 from hiera.train.examples import find_positive, judge_for
@@ -305,7 +306,7 @@ def fit_cross_encoder(
     with quiet_transformers():  # a fresh one-logit head: "newly initialized weights" is expected
         base = resolve_model_path(args.base_model)
         check_weights(base)
-        model = CrossEncoder(str(base), num_labels=1, max_length=args.max_length, device="cpu")
+        model = CrossEncoder(str(base), num_labels=1, max_length=args.max_length, device=train_device(args))
     work = out.with_name(out.name + ".work")
     dataset = datasets.Dataset.from_dict(
         {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": list(train_labels)}
@@ -342,7 +343,7 @@ def fit_cross_encoder(
             **extra.get("train", {}),
             "pairs": len(train_pairs),
             "positives": int(sum(train_labels)),
-            **run_report(trainer, result, train_seconds, callbacks, resume),
+            **run_report(trainer, result, train_seconds, callbacks, resume, train_device(args)),
         },
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),

@@ -1,0 +1,319 @@
+"""GPU against CPU in one run (issue 32): encoding, exact flat and DHR search, training steps/s.
+
+    python -m bench.gpu [--encode-passages N] [--cpu-encode-passages 2000] [--sizes 1000000,5000000,21000000]
+                        [--queries 200] [--train-steps 20] [--skip-encode] [--skip-search] [--skip-train]
+
+Every measure runs on the CPU and, where torch sees one, on the GPU, with the
+same hiera code (the columns ``cpu`` and ``cuda``; without a GPU the cuda
+column says "no CUDA device"). Unchanged on a lent GPU machine.
+
+* **encoding** (passages/s end to end, tokenization included):
+  ``Encoder._encode`` (the uncached path a build takes) over real passages of
+  the pooled corpus (``bench/work/pooled``, built by ``bench.pooled``) repeated
+  to ``--encode-passages`` (default 1,000,000 on a GPU) and
+  ``--cpu-encode-passages`` (default 2,000: the CPU does about 90/s). CPU rows:
+  the default backend (``auto``) and torch float32; GPU: torch float16, batches
+  of :data:`hiera.encode.CUDA_BATCH`, tokenization prefetched in a thread. Beside
+  them the cosine between vectors of the same 500 passages: the GPU's (or, on
+  a CPU, the float16 path run there) against torch float32 on the CPU, and
+  the int8 backend's against torch float32.
+* **search** (ms per query after the query vector exists, top 100): synthetic
+  random unit 384-d float16 vectors (made on the CPU from one seed, so every
+  device searches the same ones), ``N`` passages in about ``N / 5`` documents
+  of 1–9 passages; flat exact search (:class:`hiera.index.exact.TorchExactIndex`)
+  and DHR (exact document stage over the document vectors, ``top_docs`` 100,
+  then :class:`hiera.index.exact.DevicePassageStage`, ``lam`` 1), single
+  queries and batches of 32. The CPU runs ``--cpu-sizes`` (default 1M; 5M and
+  21M do not fit a small machine's memory as float32); the GPU every size of
+  ``--sizes``, generated on the device. "identical" counts the queries whose
+  GPU DHR top 100 equals the CPU exact path's (positions, scores to 1e-5),
+  checked at the first size.
+* **training** (steps/s): ``hiera train-reader`` on the 44 SQuAD train articles
+  (``bench.gpu_reader``'s BM25-only collection of that file),
+  ``--train-steps`` steps of 16 questions (the CPU default batch), from the
+  report's ``steps_per_second``, with its peak memory.
+
+Writes ``bench/out/gpu.json``. Latency and throughput are machine-dependent:
+the CPU figures of this run live in bench/README.md, not in expected.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import WORK, Report, data_dir, ensure_collection
+
+NO_GPU = "no CUDA device"
+DIM = 384
+
+
+def _devices() -> list[str]:
+    from hiera.models import cuda_available
+
+    return ["cpu", "cuda"] if cuda_available() else ["cpu"]
+
+
+# -- encoding --------------------------------------------------------------------------------------------------
+def pooled_passages(limit: int) -> list[str]:
+    """Up to ``limit`` distinct titled passages of the pooled corpus, as the passage encoder reads them."""
+    from bench.pooled import POOLED
+    from hiera.corpus.store import CorpusStore
+
+    if not (POOLED / "corpus.sqlite").exists():
+        raise SystemExit(f"{POOLED} is not there: run `python -m bench.pooled` first")
+    store = CorpusStore(POOLED)
+    sep = store.title_sep
+    out = []
+    for _, p in store.iter_passages():
+        out.append(p.titled_text(sep))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _repeat(texts: list[str], n: int) -> list[str]:
+    return (texts * (n // len(texts) + 1))[:n]
+
+
+def encode_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    from hiera.encode import Encoder
+
+    base = pooled_passages(50_000)
+    out: dict[str, Any] = {}
+    setups = [("cpu", "auto", None), ("cpu", "torch", None)] + ([("cuda", "torch", None)] if "cuda" in devices else [])
+    for device, backend, precision in setups:
+        enc = Encoder(backend=backend, device=device, precision=precision, use_cache=False)
+        n = args.cpu_encode_passages if device == "cpu" else args.encode_passages
+        texts = _repeat(base, n)
+        enc._encode(texts[: min(256, n)])  # warm up (graphs, kernels, allocator)
+        if device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        enc._encode(texts, show_progress=True)
+        seconds = time.perf_counter() - t
+        label = f"encode passages/s ({device}, {enc.backend}, {enc.precision})"
+        out[label] = {"passages": n, "seconds": round(seconds, 2), "passages_per_s": round(n / seconds, 1),
+                      "batch_size": enc.batch_size}
+        rep.add({"measure": label, device: round(n / seconds, 1), **({} if device == "cuda" else {"cuda": "–"})},
+                out[label], key=label)
+    # interchangeability: the same passages from torch float32 on the CPU, the float16 path, the int8 backend
+    sample = base[:500]
+    ref = Encoder(backend="torch", device="cpu", use_cache=False)._encode(sample)
+    half_dev = "cuda" if "cuda" in devices else "cpu"
+    half = Encoder(backend="torch", device=half_dev, precision="float16", use_cache=False)._encode(sample)
+    cos = (ref * half).sum(axis=1)
+    label = f"cosine float16 ({half_dev}) vs float32 cpu, min / mean"
+    out[label] = {"min": float(cos.min()), "mean": float(cos.mean()), "n": len(sample)}
+    rep.add({"measure": label, half_dev: f"{cos.min():.5f} / {cos.mean():.5f}"}, out[label], key=label)
+    from hiera.backends import installed
+
+    if installed("onnx-int8"):
+        int8 = Encoder(backend="onnx-int8", device="cpu", use_cache=False)._encode(sample)
+        c8 = (ref * int8).sum(axis=1)
+        label = "cosine onnx-int8 vs torch float32 cpu, min / mean"
+        out[label] = {"min": float(c8.min()), "mean": float(c8.mean()), "n": len(sample)}
+        rep.add({"measure": label, "cpu": f"{c8.min():.5f} / {c8.mean():.5f}"}, out[label], key=label)
+    return out
+
+
+# -- search ----------------------------------------------------------------------------------------------------
+def synthetic(n: int, device: str, seed: int = 0) -> tuple[Any, np.ndarray]:
+    """``n`` random unit float16 vectors on ``device`` (made there, in chunks) and a document offset table."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 10, size=n // 5 + 10)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    offsets = offsets[offsets < n]
+    offsets = np.append(offsets, n).astype(np.int64)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    matrix = torch.empty((n, DIM), dtype=dtype, device=device)
+    gen = torch.Generator().manual_seed(seed)  # on the CPU, chunk by chunk: the same vectors on every device
+    for s in range(0, n, 1_000_000):
+        x = torch.randn((min(1_000_000, n - s), DIM), generator=gen)
+        x = torch.nn.functional.normalize(x, dim=1).half()  # stored as hiera stores vectors: float16
+        matrix[s : s + len(x)] = x.to(device=device, dtype=dtype)
+    return matrix, offsets
+
+
+def doc_vectors(matrix: Any, offsets: np.ndarray) -> Any:
+    """The normalized mean of each document's passage vectors (hiera's ``mean`` document vectors)."""
+    import torch
+
+    dev = matrix.device
+    per_doc = torch.repeat_interleave(torch.arange(len(offsets) - 1, device=dev),
+                                      torch.from_numpy(np.diff(offsets)).to(dev))
+    out = torch.zeros((len(offsets) - 1, matrix.shape[1]), dtype=torch.float32, device=dev)
+    for s in range(0, matrix.shape[0], 1_000_000):
+        out.index_add_(0, per_doc[s : s + 1_000_000], matrix[s : s + 1_000_000].float())
+    return torch.nn.functional.normalize(out, dim=1).half().to(matrix.dtype)
+
+
+class Searcher:
+    """Flat and DHR search over one synthetic collection on one device, timed per query."""
+
+    def __init__(self, n: int, device: str) -> None:
+        from hiera.index.exact import DevicePassageStage, TorchExactIndex
+
+        self.device = device
+        matrix, self.offsets = synthetic(n, device)
+        self.flat = TorchExactIndex.from_tensor(matrix)
+        self.docs = TorchExactIndex.from_tensor(doc_vectors(matrix, self.offsets))
+        self.stage = DevicePassageStage(self.flat, self.offsets)
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def flat_search(self, q: np.ndarray, k: int) -> Any:
+        return self.flat.search(q, k)
+
+    def dhr(self, q: np.ndarray, k: int, top_docs: int = 100) -> list[Any]:
+        import torch
+
+        with torch.inference_mode():
+            qt = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32)).to(self.device)
+            dsc, dpos = self.docs.top(qt, top_docs)
+            return self.stage.run(q, list(dpos), list(dsc), k, 1.0)
+
+    def time(self, fn: Any, queries: np.ndarray, batch: int, k: int) -> float:
+        """ms per query: ``fn`` over ``queries`` in batches of ``batch`` (warm-up excluded)."""
+        fn(queries[:batch], k)
+        self._sync()
+        t = time.perf_counter()
+        for s in range(0, len(queries), batch):
+            fn(queries[s : s + batch], k)
+        self._sync()
+        return (time.perf_counter() - t) * 1000 / len(queries)
+
+
+def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    import torch
+
+    out: dict[str, Any] = {}
+    sizes = [int(x) for x in args.sizes.split(",")]
+    cpu_sizes = {int(x) for x in args.cpu_sizes.split(",")}
+    rng = np.random.default_rng(7)
+    queries = rng.standard_normal((args.queries, DIM)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    checked = False
+    for n in sizes:
+        results: dict[str, dict[str, float]] = {}
+        kept: dict[str, list[Any]] = {}
+        for device in devices:
+            if device == "cpu" and n not in cpu_sizes:
+                continue
+            t = time.perf_counter()
+            s = Searcher(n, device)
+            print(f"{n:,} passages on {device}: made in {time.perf_counter() - t:.0f}s", flush=True)
+            qn = queries if device == "cuda" else queries[: args.cpu_queries]
+            results[device] = {
+                "flat_1": s.time(s.flat_search, qn, 1, 100), "flat_32": s.time(s.flat_search, qn, 32, 100),
+                "dhr_1": s.time(s.dhr, qn, 1, 100), "dhr_32": s.time(s.dhr, qn, 32, 100),
+            }
+            if not checked:
+                kept[device] = s.dhr(queries[:20], 100)
+            del s
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        if not checked and len(kept) == 2:
+            same = sum(np.array_equal(a.positions, b.positions) and np.allclose(a.scores, b.scores, atol=1e-5)
+                       for a, b in zip(kept["cpu"], kept["cuda"], strict=True))
+            out[f"dhr identical to cpu at {n}"] = same
+            rep.add({"measure": f"DHR top 100 identical to the CPU path ({n:,} passages)", "cuda": f"{same}/20"},
+                    {"identical": same, "of": 20}, key=f"identical-{n}")
+            checked = True
+        for key, what in (("flat_1", "flat exact, 1 query"), ("flat_32", "flat exact, batch of 32"),
+                          ("dhr_1", "DHR, 1 query"), ("dhr_32", "DHR, batch of 32")):
+            row = {"measure": f"{what}, ms/query, {n:,} passages"}
+            for device in ("cpu", "cuda"):
+                if device in results:
+                    row[device] = round(results[device][key], 3)
+                else:
+                    row[device] = NO_GPU if device == "cuda" and "cuda" not in devices else "not run"
+            out[row["measure"]] = {d: results[d][key] for d in results}
+            rep.add(row, out[row["measure"]], key=row["measure"])
+    return out
+
+
+# -- training --------------------------------------------------------------------------------------------------
+def train_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    from hiera.corpus.store import CorpusStore
+    from hiera.eval.questions import load_questions
+    from hiera.index.build import BuildOptions
+    from hiera.train.args import ReaderArgs
+    from hiera.train.reader import train_reader
+
+    # the 44 SQuAD train articles alone, BM25 only: bench.gpu_reader's collection for this file
+    train_file = data_dir() / "squad" / "train-du2017-44articles.json"
+    root = WORK / f"reader-train-{train_file.stem}"
+    ensure_collection(root, [([train_file], "squad")], options=BuildOptions(dense=False))
+    store = CorpusStore(root)
+    qs = load_questions(train_file, "squad", rules=store.rules)
+    store.close()
+    out: dict[str, Any] = {}
+    for device in devices:
+        tmp = Path(tempfile.mkdtemp(prefix="gpu-bench-reader-"))
+        try:
+            meta = train_reader(root, qs, tmp / "reader", ReaderArgs(
+                max_steps=args.train_steps, max_examples=max(200, 16 * args.train_steps), save_steps=10_000,
+                progress=False, device=device), log=lambda m: None)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        tr = meta["train"]
+        out[device] = tr
+        row = {"measure": f"train-reader steps/s (16 questions × 2 passages a step; peak MB {device})",
+               device: f"{tr['steps_per_second']:.3f} ({tr.get('peak_gpu_mb', tr['peak_rss_mb']):.0f} MB)"}
+        rep.add(row, tr, key=f"train-{device}")
+    if "cuda" not in devices:
+        rep.add({"measure": "train-reader steps/s (cuda)", "cuda": NO_GPU}, echo=False)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--encode-passages", type=int, default=1_000_000, help="passages encoded on the GPU")
+    ap.add_argument("--cpu-encode-passages", type=int, default=2_000, help="passages encoded on the CPU (≈ 90/s)")
+    ap.add_argument("--sizes", default="1000000,5000000,21000000", help="synthetic passages, GPU")
+    ap.add_argument("--cpu-sizes", default="1000000", help="the sizes the CPU runs too")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--cpu-queries", type=int, default=64, help="queries timed on the CPU (seconds each at 1M)")
+    ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--skip-encode", action="store_true")
+    ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--skip-train", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    devices = _devices()
+    gpu = torch.cuda.get_device_name() if "cuda" in devices else NO_GPU
+    print(f"devices: {devices} ({gpu}); CPU threads {torch.get_num_threads()}")
+    rep = Report("gpu", columns=["measure", "cpu", "cuda"])
+    parts: dict[str, Any] = {}
+    if not args.skip_encode:
+        parts["encode"] = encode_rows(rep, args, devices)
+    if not args.skip_search:
+        parts["search"] = search_rows(rep, args, devices)
+    if not args.skip_train:
+        parts["train"] = train_rows(rep, args, devices)
+    for row in rep.rows:
+        row.setdefault("cuda", NO_GPU if "cuda" not in devices else "–")
+        row.setdefault("cpu", "–")
+    rep.print(f"GPU vs CPU, one run ({gpu}; CPU: {torch.get_num_threads()} threads)")
+    rep.write(gpu=gpu, devices=devices, args=vars(args), parts=parts, work=str(WORK))
+
+
+if __name__ == "__main__":
+    main()
