@@ -24,13 +24,16 @@ rules, without touching them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import permutations
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hiera.errors import BadInputError
 from hiera.sets.expr import QUEST_TEMPLATES, Atom, Expr, constraints, template, to_json
-from hiera.sets.grammar import Unparsable, read
+from hiera.sets.grammar import RULES, RuleUse, Unparsable, read
 from hiera.sets.tagging import spacy_available, spacy_tags, tokenize
 
 if TYPE_CHECKING:
@@ -49,6 +52,7 @@ class ParseResult:
     notes: tuple[str, ...] = ()
     parser: str = ""
     fallback: bool = False
+    rules: tuple[RuleUse, ...] = ()  # the rules that made the operators, in the order they applied
 
     @property
     def constraints(self) -> list[str]:
@@ -63,6 +67,7 @@ class ParseResult:
             "notes": list(self.notes),
             "parser": self.parser,
             "fallback": self.fallback,
+            "rules": [u.to_json() for u in self.rules],
         }
 
 
@@ -112,13 +117,13 @@ class RuleSetParser:
         toks = tokenize(query)
         tags = spacy_tags(query, toks) if self.use_spacy else {}
         try:
-            expr, notes = read(query, toks, tags)
+            expr, notes, uses = read(query, toks, tags)
         except Unparsable as e:
             return single_constraint(query, str(e), self.name)
         tpl = template(expr)
         if tpl not in QUEST_TEMPLATES:
             notes.append(f"the expression's shape {tpl!r} is not one of QUEST's templates")
-        return ParseResult(query, expr, tpl, tuple(notes), self.name, False)
+        return ParseResult(query, expr, tpl, tuple(notes), self.name, False, tuple(uses))
 
 
 # --- agreement with gold annotations ---------------------------------------------------------------
@@ -133,6 +138,43 @@ def _drop_head(text: str) -> str:
     return parts[-1]
 
 
+_ARTICLES = {"the", "a", "an"}
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def atom_tokens(text: str) -> list[str]:
+    """An atom's words for matching: lower-cased, apostrophes dropped ("2020's" = "2020s"), articles out,
+    a final "s" off alphabetic words of four letters or more ("westerns" = "western")."""
+    words = _WORD.findall(text.lower().replace("’", "").replace("'", ""))
+    return [w[:-1] if len(w) > 3 and w.isalpha() and w.endswith("s") else w for w in words if w not in _ARTICLES]
+
+
+def token_f1(pred: str, gold: str) -> float:
+    """SQuAD-style token F1 between two atoms (:func:`atom_tokens`)."""
+    p, g = Counter(atom_tokens(pred)), Counter(atom_tokens(gold))
+    common = sum((p & g).values())
+    if not common:
+        return 0.0
+    precision, recall = common / sum(p.values()), common / sum(g.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def atom_set_match(pred: Sequence[str], gold: Sequence[str], threshold: float = 0.5) -> bool:
+    """Do the predicted atoms match the gold ones: as many, and paired one to one at token F1 >= ``threshold``?
+
+    A paraphrase rarely keeps a category's exact words ("films from 1983" for *1983 films*), so
+    atoms are compared by token overlap; one-to-one, so one broad predicted atom cannot stand
+    for two gold ones.
+    """
+    if len(pred) != len(gold):
+        return False
+    if len(gold) > 6:  # no QUEST query has more than three atoms; keep the search small
+        return sorted(map(atom_tokens, pred)) == sorted(map(atom_tokens, gold))
+    return any(
+        all(token_f1(p, g) >= threshold for p, g in zip(perm, gold, strict=True)) for perm in permutations(pred)
+    )
+
+
 def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str, Any]:
     """How often ``parser`` agrees with QUEST's annotations of ``queries``.
 
@@ -142,10 +184,13 @@ def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str
     the share whose constraints equal the gold atoms as a multiset, compared
     case- and whitespace-insensitively; ``atoms_lenient`` also accepts atoms
     that differ only in their first word, the head ("painters born in the
-    16th century" for QUEST's "People born in the 16th century").
+    16th century" for QUEST's "People born in the 16th century"); ``atoms_match``
+    is :func:`atom_set_match` (as many atoms, paired at token F1 >= 0.5).
+    ``confusion`` counts gold template -> parsed template.
     """
-    n = ok = n_atoms = exact = lenient = 0
+    n = ok = n_atoms = exact = lenient = matched = 0
     by: dict[str, list[int]] = {}
+    confusion: dict[str, Counter[str]] = {}
     for q in queries:
         r = parser.parse(q.query)
         if q.template:
@@ -155,6 +200,7 @@ def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str
             cell = by.setdefault(q.template, [0, 0])
             cell[0] += 1
             cell[1] += hit
+            confusion.setdefault(q.template, Counter())[r.template] += 1
         gold = [_norm_atom(a) for a in (q.marks or q.atoms)]
         if gold:
             n_atoms += 1
@@ -162,6 +208,7 @@ def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str
             same = sorted(gold) == sorted(pred)
             exact += same
             lenient += same or sorted(map(_drop_head, gold)) == sorted(map(_drop_head, pred))
+            matched += atom_set_match(r.constraints, list(q.marks or q.atoms))
     return {
         "count": n,
         "template_accuracy": ok / n if n else 0.0,
@@ -169,6 +216,8 @@ def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str
         "atoms_count": n_atoms,
         "atoms_exact": exact / n_atoms if n_atoms else 0.0,
         "atoms_lenient": lenient / n_atoms if n_atoms else 0.0,
+        "atoms_match": matched / n_atoms if n_atoms else 0.0,
+        "confusion": {t: dict(c.most_common()) for t, c in sorted(confusion.items())},
     }
 
 
@@ -191,12 +240,17 @@ def get_parser(name: str = "rules", **options: Any) -> SetParser:
 
 __all__ = [
     "PARSERS",
+    "RULES",
+    "RuleUse",
     "ParseResult",
     "RuleSetParser",
     "SetParser",
+    "atom_set_match",
+    "atom_tokens",
     "get_parser",
     "parser_agreement",
     "single_constraint",
     "spacy_available",
+    "token_f1",
     "tokenize",
 ]
