@@ -107,6 +107,7 @@ RULES: dict[str, str] = {
     "non-prefix": "'non-X' subtracts 'X HEAD'",
     "negated-items": "several subtracted items are subtracted together (their union)",
     "union-distributes": "a clause after an 'or' list applies to every alternative (QUEST never intersects a union)",
+    "endpoint-answer": "the model endpoint's answer (template and atoms), validated (parser=endpoint)",
 }
 
 Op = Literal["and", "or", "diff"]

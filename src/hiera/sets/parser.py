@@ -27,69 +27,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import permutations
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 from hiera.errors import BadInputError
-from hiera.sets.expr import QUEST_TEMPLATES, Atom, Expr, constraints, template, to_json
+from hiera.sets.endpoint import EndpointSetParser
+from hiera.sets.expr import QUEST_TEMPLATES, template
 from hiera.sets.grammar import RULES, RuleUse, Unparsable, read
+from hiera.sets.result import ParseResult, SetParser, single_constraint
 from hiera.sets.tagging import spacy_available, spacy_tags, tokenize
 
 if TYPE_CHECKING:
     from hiera.sets.queries import SetQuery
-
-# --- results and the protocol ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParseResult:
-    """A parsed query: its expression, QUEST template and notes (fallbacks, odd shapes)."""
-
-    query: str
-    expression: Expr
-    template: str
-    notes: tuple[str, ...] = ()
-    parser: str = ""
-    fallback: bool = False
-    rules: tuple[RuleUse, ...] = ()  # the rules that made the operators, in the order they applied
-
-    @property
-    def constraints(self) -> list[str]:
-        return constraints(self.expression)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "template": self.template,
-            "constraints": self.constraints,
-            "expression": to_json(self.expression),
-            "notes": list(self.notes),
-            "parser": self.parser,
-            "fallback": self.fallback,
-            "rules": [u.to_json() for u in self.rules],
-        }
-
-
-@runtime_checkable
-class SetParser(Protocol):
-    """Anything that turns a query into a :class:`ParseResult`."""
-
-    name: str
-
-    def parse(self, query: str) -> ParseResult: ...
-
-
-def single_constraint(query: str, reason: str, parser: str = "") -> ParseResult:
-    """The fallback: the whole query as one constraint, saying why."""
-    text = " ".join(query.split())
-    if not text:
-        raise BadInputError("the query is empty")
-    start = len(query) - len(query.lstrip())
-    atom = Atom(text, ((start, start + len(query.strip())),))
-    note = f"could not analyze the query ({reason}); it is read as one constraint"
-    return ParseResult(query, atom, "_", (note,), parser, True)
-
 
 class RuleSetParser:
     """Rule-based set-expression parser (the rules: :mod:`hiera.sets.grammar`).
@@ -226,11 +175,12 @@ def parser_agreement(parser: SetParser, queries: Iterable[SetQuery]) -> dict[str
 PARSERS: dict[str, Callable[..., SetParser]] = {
     "rules": lambda **kw: RuleSetParser(**kw),
     "rules+spacy": lambda **kw: RuleSetParser(tagger="spacy", **kw),
+    "endpoint": lambda **kw: EndpointSetParser(fallback=RuleSetParser(), **kw),
 }
 
 
 def get_parser(name: str = "rules", **options: Any) -> SetParser:
-    """A set parser by name (``rules``, ``rules+spacy``)."""
+    """A set parser by name (``rules``, ``rules+spacy``, ``endpoint`` with ``url=`` and ``timeout=``)."""
     try:
         factory = PARSERS[name]
     except KeyError:
