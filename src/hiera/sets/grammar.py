@@ -29,33 +29,36 @@ joined, in the order the constraint reads.
    ("horror films were released in 2005"), negations ("not", "but not", ", not",
    "excluding", "except", "other than") and "and also" / "but also". A
    clause whose marker holds a negation is negative.
-4. The main noun phrase:
+4. A bare plural head whose first clause only describes it ("Novels that
+   take place in Edinburgh", "moths are found in Japan") is one category: the
+   clause joins the main phrase.
+5. The main noun phrase:
 
-   * "non-X ..." subtracts "X HEAD" from the rest;
-   * an "or" list (commas and "or") is a union and an "and" list between
-     named items ("Chile and Peru", "the Atlantic Ocean and Colombia") an
-     intersection. Items missing their shared part are completed from their
-     neighbours: an item lacking a plural head noun that *follows* an item
-     with a head and a preposition takes that item's prefix ("Novels set in
-     Nanjing, Hebei" -> "Novels set in Hebei"); one that *precedes* an item
-     with a head takes that item's head ("Dutch or Swiss war films" -> "Dutch
-     war films"); bare plural heads before an item with a prepositional phrase
-     take that phrase ("Moths or Insects or Arthropods of Guadeloupe");
-   * otherwise a head with pre-modifiers followed by a participle or a
-     topical preposition ("set in", "shot in", "born in", "about", "by") is
-     the intersection of the pre-modified head and "HEAD + post-modifier"
-     ("Italian crime films set in the 1970's" -> "Italian crime films" ∩
-     "films set in the 1970's"); a bare head with a post-modifier ("Novels
-     set in the 1900s") and any head with a place phrase ("of", "in",
-     "from", "found in": "Neogene mammals of Africa") stay one constraint; a
-     leading decade among several pre-modifiers is a constraint of its own
-     ("2020's drama films" -> "2020's films" ∩ "drama films"); a further
-     participial or "about" phrase after the first post-modifier's object is
-     one more ("Films set in Africa about war" -> "Films set in Africa" ∩
-     "Films about war"), unless it follows a plural noun it modifies ("Novels
-     about people born in Paris").
+   * "non-X ..." subtracts "X HEAD" from the rest ("Non-endemic reptiles of
+     Cuba" subtracts "endemic reptiles of Cuba": an adjective with place
+     categories keeps the place);
+   * an "or" list (commas and "or") is a union; an "and" between named items
+     ("Chile and Peru", "the Atlantic Ocean and Colombia") or anywhere after
+     the head ("Novels about Africa and espionage", "Films directed by X and
+     scored by Y") an intersection. Items missing their shared part are
+     completed from their neighbours: an item lacking a plural head noun that
+     *follows* an item with a head and a post-modifier takes that item's frame
+     up to its last post-modifier ("Novels set in Nanjing, Hebei" -> "Novels
+     set in Hebei"); a participial item takes the head alone ("Films set in
+     Mumbai, shot in London"); one that *precedes* an item with a head takes
+     that item's head ("Dutch or Swiss war films" -> "Dutch war films"); bare
+     plural heads before an item with a prepositional phrase take that phrase
+     ("Moths or Insects or Arthropods of Guadeloupe"); a lowercase item parallel
+     to an earlier object continues it ("films about painters, sculptors or
+     architects"). Each item of an "and" list is then read as a phrase, and
+     the categories of all of them intersected, each once;
+   * otherwise the phrase is read by :mod:`hiera.sets.nounphrase` into the
+     categories it implies (years, languages, names, stacked genres, places of
+     organisms, post-modifiers), which also gives the frame a bare name in a
+     later clause takes ("Afrotropical birds of Kenya but not Uganda" ->
+     "birds of Uganda").
 
-5. Clauses are split into items at "and"/"," ("that are also both X and
+6. Clauses are split into items at "and"/"," ("that are also both X and
    Y"); an item that is a noun phrase with a plural head ("dancers", "Birds
    of Peru") is a constraint as it stands; a prepositional or participial
    item is attached to the main head ("not about cricket" -> "films about
@@ -63,10 +66,12 @@ joined, in the order the constraint reads.
    preposition ("Birds found in the Venezuelan Andes but not in Colombia" ->
    "Birds found in Colombia"); a bare name takes the main phrase's frame in
    place of its object ("Flora of Colombia but not Peru" -> "Flora of Peru");
-   an adjective gets the head after it ("that are
-   extinct" -> "extinct Animals"); a verb clause keeps its relative pronoun
-   ("Novels that take place in Vietnam").
-6. Positive parts are intersected and negative parts subtracted. QUEST's
+   an adjective or a nationality gets the head after it ("that are extinct" ->
+   "extinct Animals", "that aren't French" -> "French films"); a verb clause
+   keeps its relative pronoun, and "take place in" reads Wikipedia's "set in"
+   ("Teen movies that take place in California" -> "movies set in
+   California"); "those" / "ones" stand for the head ("excluding those by X").
+7. Positive parts are intersected and negative parts subtracted. QUEST's
    templates never intersect a union, so positive clauses after an "or" list
    are folded into every alternative ("Animals from Cuba or Jamaica that are
    extinct" = "Animals from Cuba that are extinct" ∪ "Animals from Jamaica that

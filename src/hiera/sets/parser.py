@@ -3,17 +3,24 @@
 A :class:`SetParser` turns a query such as "Dutch or Swiss war films, or war
 films from 1945" into an expression tree over atomic constraints
 (:mod:`hiera.sets.expr`) and QUEST's template string for it. Any object with
-``name`` and ``parse(query) -> ParseResult`` is a parser, so a model- or
-endpoint-backed parser can replace :class:`RuleSetParser` later.
+``name`` and ``parse(query) -> ParseResult`` is a parser (:mod:`hiera.sets.result`);
+``endpoint`` (:mod:`hiera.sets.endpoint`) asks a model behind an
+OpenAI-compatible URL and falls back to the rules.
 
-:class:`RuleSetParser` is two layers, a module each:
+:class:`RuleSetParser` is three layers, a module each:
 
 * :mod:`hiera.sets.tagging` — tokens that keep their character offsets, and
   what each token is (word lists and suffix rules, or spaCy's tags for
   lowercase words with ``tagger="spacy"``);
+* :mod:`hiera.sets.nounphrase` — one category-like noun phrase into the
+  categories it intersects ("1970s Japanese horror films", "Orchid genera of
+  Brazil"), each with its head noun restored;
 * :mod:`hiera.sets.grammar` — the clause grammar: from those word classes to
   the main noun phrase and its clauses, coordination, negation scope and the
   expression. Its docstring lists the rules.
+
+Every operator of a parse names the rule that made it (``ParseResult.rules``,
+``hiera sets parse --explain``).
 
 This module is what callers see: the result, the protocol, the fallback for a
 query the grammar cannot read (one constraint, template ``_``, with a note
