@@ -186,3 +186,13 @@ def test_the_older_phrasings_still_parse(parser, data_dir: Path):
     assert vital["template_accuracy"] == 1.0 and vital["atoms_lenient"] == 1.0
     paper = parser_agreement(parser, load_set_queries(data_dir / "quest" / "paper_examples.jsonl"))
     assert paper["template_accuracy"] * paper["count"] >= 27
+
+
+@pytest.mark.parametrize(
+    "query", ["are not sandpipers", "were not adapted into films", "birds and", "and are shrubs", "Non- and or",
+              "1990s", "of the", "Films , , and"],
+)
+def test_odd_word_orders_parse_or_fall_back_but_never_raise(parser, query):
+    r = parser.parse(query)
+    assert r.constraints and all(c.strip() for c in r.constraints)
+    assert r.fallback == any("could not analyze" in n for n in r.notes)

@@ -415,7 +415,7 @@ class _Run(PhraseReader):
                 continue
             if w in ("either", "both"):
                 continue
-            if not items[-1] and w in AUX:  # "... and are shrubs"
+            if not items[-1] and len(items) > 1 and w in AUX:  # "... and are shrubs"
                 continue
             items[-1].append(i)
         return [self.trim(it) for it in items if self.trim(it)]
