@@ -697,6 +697,7 @@ PATH_VALUES: dict[str, Any] = {
     "classifier": tiny_classifier,
     "reranker": tiny_classifier,  # a one-logit cross-encoder is a valid reranker too
     "decomposer_url": lambda: "http://127.0.0.1:9/v1",  # unused unless decomposer=endpoint (default: rules)
+    "parser_url": lambda: "http://127.0.0.1:9/v1",  # unused unless parser=endpoint (default: rules)
 }
 
 

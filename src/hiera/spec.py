@@ -318,7 +318,7 @@ DHR_LAM = 1.75
 DHR_PASSAGE_ALPHA = 0.3
 
 # set queries (QUEST): hiera.retrieve.sets
-SET_PARSERS = ("rules", "rules+spacy")  # hiera.sets.parser.PARSERS (the tests check they agree)
+SET_PARSERS = ("rules", "rules+spacy", "endpoint")  # hiera.sets.parser.PARSERS (the tests check they agree)
 # the linking pipeline: hiera.retrieve.linking (hiera.link.decompose.DECOMPOSERS; the tests check they agree)
 LINK_DECOMPOSERS = ("rules", "none", "endpoint")
 
@@ -407,7 +407,14 @@ METHODS: dict[str, MethodSpec] = {
                 Param("threshold", "float", None,
                       "sets: accept a document for a constraint at this probability (default: the classifier's "
                       "thresholds from hiera sets tune, else its calibrated one)", min=0.0, max=1.0),
-                Param("parser", "str", "rules", "sets: the set-expression parser", choices=SET_PARSERS),
+                Param("parser", "str", "rules",
+                      "sets: the set-expression parser: rules (word lists), rules+spacy (spaCy's tags) or endpoint "
+                      "(a model, parser_url)", choices=SET_PARSERS),
+                Param("parser_url", "path", None,
+                      "sets: an OpenAI-compatible chat-completions URL for parser=endpoint (server-side only; off by "
+                      "default; falls back to the rules parser, saying why in the trace, when it fails)"),
+                Param("parser_timeout", "float", 10.0, "sets: seconds to wait for the parser endpoint",
+                      min=0.1, max=120.0),
                 Param("decompose", "bool", True,
                       "sets: false classifies the whole query as one constraint (the paper's baseline)"),
                 Param("lexical_weight", "float", None,

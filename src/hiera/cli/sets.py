@@ -1,9 +1,11 @@
 """``hiera sets ...``: set-query (QUEST) tools.
 
-``hiera sets parse "QUERY" [--json] [--parser rules|rules+spacy]`` prints the
-query's set expression: its QUEST template, its atomic constraints and the
-expression tree (``--json``: one object with ``template``, ``constraints``,
-``expression``, ``notes``, ``query``, ``parser`` and ``fallback``).
+``hiera sets parse "QUERY" [--json] [--explain] [--parser rules|rules+spacy|endpoint
+[--parser-url URL]]`` prints the query's set expression: its QUEST template,
+its atomic constraints and the expression tree; ``--explain`` adds which rule
+made each operator, what it read and the atoms it made (``--json``: one object
+with ``template``, ``constraints``, ``expression``, ``notes``, ``query``,
+``parser``, ``fallback`` and ``rules``, the explanation).
 
 ``hiera sets tune COLL --questions FILE --format quest --classifier DIR
 [--set candidates=N] [--set decompose=false] [--dry-run]`` runs the ``sets``
@@ -25,12 +27,19 @@ from collections.abc import Callable
 from hiera.cli.common import AddCommand
 from hiera.errors import BadInputError
 
+OP_SIGNS = {"and": "∩", "or": "∪", "diff": "\\"}
+
 
 def cmd_sets_parse(args: argparse.Namespace) -> int:
     from hiera.sets.expr import to_infix
     from hiera.sets.parser import get_parser
 
-    result = get_parser(args.parser).parse(args.query)
+    name = getattr(args, "parser", "rules")
+    url = getattr(args, "parser_url", None)
+    if url and name != "endpoint":
+        raise BadInputError("--parser-url is for --parser endpoint")
+    options = {"url": url, "timeout": getattr(args, "parser_timeout", 10.0)} if name == "endpoint" else {}
+    result = get_parser(name, **options).parse(args.query)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
         return 0
@@ -41,6 +50,15 @@ def cmd_sets_parse(args: argparse.Namespace) -> int:
     print(f"expression: {to_infix(result.expression)}")
     for note in result.notes:
         print(f"note: {note}")
+    if getattr(args, "explain", False):
+        print("how it was read:")
+        if not result.rules:
+            print("  no operator: " + ("the whole query is one constraint" if result.fallback else "one category"))
+        for use in result.rules:
+            data = use.to_json()
+            atoms = ", ".join(f"[{a}]" for a in use.atoms)
+            print(f"  {OP_SIGNS[use.op]} {use.rule}: {use.text!r} -> {atoms}")
+            print(f"      {data['why']}")
     return 0
 
 
@@ -102,13 +120,19 @@ def register(add: AddCommand) -> None:
         description="Parse a set query into atomic constraints joined by intersection, union and difference.",
     )
     p.add_argument("query", metavar="QUERY")
-    p.add_argument("--json", action="store_true", help="one JSON object: template, constraints, expression, notes")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object: template, constraints, expression, notes, rules (the explanation)")
+    p.add_argument("--explain", action="store_true", help="say which rule made each operator, and from which words")
     p.add_argument(
         "--parser",
         default="rules",
         choices=sorted(PARSERS),
-        help="rules (word lists; default) or rules+spacy (spaCy's tags; needs spaCy and an English model)",
+        help="rules (word lists; default), rules+spacy (spaCy's tags; needs spaCy and an English model) or endpoint "
+        "(a model behind an OpenAI-compatible chat-completions URL, --parser-url; falls back to the rules)",
     )
+    p.add_argument("--parser-url", default=None, metavar="URL", help="--parser endpoint: the chat-completions URL")
+    p.add_argument("--parser-timeout", type=float, default=10.0, metavar="S",
+                   help="--parser endpoint: seconds to wait for it (default 10)")
     p.set_defaults(handler=cmd_sets)
 
     from hiera.spec import add_set_option

@@ -10,49 +10,42 @@ It never fails a search: a refused connection, an HTTP error, a timeout or
 a reply that is not that JSON falls back to the rules decomposer, and the
 returned :class:`Decomposition` carries a warning saying what happened (the
 trace shows it). Off by default; a URL is a server-side setting (a request
-must not make the server call arbitrary addresses). The standard library's
-``urllib`` is the client: no extra dependency, and a test's local fake
-server is all it needs.
+must not make the server call arbitrary addresses). The transport is
+:mod:`hiera.chat` (shared with the set-query parser's endpoint).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import urllib.error
-import urllib.request
 from typing import Any
 
+from hiera.chat import (
+    FAILURES,
+    MAX_REPLY_BYTES,
+    ChatError,
+    chat_url,
+    check_url,
+    complete,
+    failure,
+    reply_json,
+)
 from hiera.errors import BadInputError
 from hiera.link.decompose import Decomposer, Decomposition, get_decomposer
 from hiera.link.nlp import SpacyModel
 
+__all__ = ["MAX_REPLY_BYTES", "SETS", "EndpointDecomposer", "EndpointError", "chat_url", "parse_sets"]
+
 SETS, SENTENCES = 5, 3
-MAX_REPLY_BYTES = 1_000_000
 SYSTEM = (
     "You decompose multi-hop questions for a retrieval system. Reply with JSON only: "
     f'{{"sets": [[s1, s2, s3], ...]}} with exactly {SETS} sets of {SENTENCES} short declarative sentences each; '
     "each set states facts that together would answer the question, naming the entities involved."
 )
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-
-class EndpointError(ValueError):
-    """The endpoint's reply is unusable (the message says why)."""
-
-
-def chat_url(url: str) -> str:
-    """``…/chat/completions`` as given, else appended to the base URL (``http://host/v1`` → ``…/v1/chat/completions``)."""
-    url = url.rstrip("/")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
+EndpointError = ChatError  # the reply is unusable (the message says why)
 
 
 def parse_sets(content: str) -> list[list[str]]:
     """The sentence sets of a reply's message content; :class:`EndpointError` when it is not the asked-for JSON."""
-    try:
-        data = json.loads(_FENCE.sub("", content.strip()))
-    except json.JSONDecodeError as e:
-        raise EndpointError(f"the reply is not JSON ({e.msg})") from None
+    data = reply_json(content)
     sets = data.get("sets") if isinstance(data, dict) else data
     if not isinstance(sets, list) or not sets:
         raise EndpointError('the reply has no "sets" list')
@@ -76,9 +69,7 @@ class EndpointDecomposer:
     name = "endpoint"
 
     def __init__(self, url: str, fallback: Decomposer, timeout: float = 10.0, model: str = "default") -> None:
-        if not url.startswith(("http://", "https://")):
-            raise BadInputError(f"decomposer_url must be an http(s) URL, got {url!r}")
-        self.url = chat_url(url)
+        self.url = chat_url(check_url(url, "decomposer_url"))
         self.fallback = fallback
         self.timeout = timeout
         self.model = model
@@ -98,27 +89,13 @@ class EndpointDecomposer:
         }
 
     def _call(self, question: str) -> list[list[str]]:
-        body = json.dumps(self.request_body(question)).encode()
-        req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - http(s) only, checked above
-            raw = resp.read(MAX_REPLY_BYTES + 1)
-        if len(raw) > MAX_REPLY_BYTES:
-            raise EndpointError(f"the reply is larger than {MAX_REPLY_BYTES} bytes")
-        try:
-            reply = json.loads(raw)
-            content = reply["choices"][0]["message"]["content"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError):
-            raise EndpointError("the reply is not a chat-completions response (choices[0].message.content)") from None
-        if not isinstance(content, str):
-            raise EndpointError("the reply's message content is not text")
-        return parse_sets(content)
+        return parse_sets(complete(self.url, self.request_body(question), self.timeout))
 
     def decompose(self, question: str, doc: Any = None) -> Decomposition:
         try:
             sets = self._call(question)
-        except (TimeoutError, urllib.error.URLError, OSError, EndpointError) as e:
-            reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", None) or e
-            kind = "timed out" if isinstance(e, TimeoutError) or "timed out" in str(reason) else "failed"
+        except FAILURES as e:
+            kind, reason = failure(e)
             d = self.fallback.decompose(question, doc)
             d.warnings.append(f"decomposer endpoint {self.url} {kind} ({reason}); used the rules decomposer")
             return d

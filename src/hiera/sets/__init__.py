@@ -5,9 +5,12 @@
   which constraint excluded which candidate;
 * :mod:`hiera.sets.parser` — natural query -> expression tree (rule-based,
   behind the swappable :class:`~hiera.sets.parser.SetParser` protocol); its
-  rules are two layers: :mod:`hiera.sets.tagging` (tokens and what each one
-  is: word lists, optionally spaCy's tags) and :mod:`hiera.sets.grammar`
-  (clauses, coordination, negation scope -> the expression);
+  rules are three layers: :mod:`hiera.sets.tagging` (tokens and what each one
+  is: word lists, optionally spaCy's tags), :mod:`hiera.sets.nounphrase` (the
+  intersections a category-like phrase implies: "1970s Japanese horror
+  films") and :mod:`hiera.sets.grammar` (clauses, coordination, negation
+  scope -> the expression); :mod:`hiera.sets.endpoint` is the optional model
+  parser and :mod:`hiera.sets.result` what every parser returns;
 * :mod:`hiera.sets.queries` — QUEST-format query files in, QUEST-format
   prediction files out, gold titles mapped to document ids;
 * :mod:`hiera.sets.lexical` — lexical evidence: how much of a constraint a

@@ -207,9 +207,9 @@ def _compose(expr: Expr, nested: bool = False) -> str:
     return f"({s})" if nested else s
 
 
-def from_template(tpl: str, texts: Iterable[str]) -> Expr:
-    """The expression a QUEST template with its atoms (in order) stands for."""
-    items = [Atom(t) for t in texts]
+def from_template(tpl: str, texts: Iterable[str | Atom]) -> Expr:
+    """The expression a QUEST template with its atoms (in order: texts, or atoms with their spans) stands for."""
+    items = [t if isinstance(t, Atom) else Atom(t) for t in texts]
     need = {t: t.count("_") for t in QUEST_TEMPLATES}
     if tpl not in need:
         raise BadInputError(f"unknown QUEST template {tpl!r}; known: {', '.join(repr(t) for t in QUEST_TEMPLATES)}")

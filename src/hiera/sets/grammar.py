@@ -29,33 +29,36 @@ joined, in the order the constraint reads.
    ("horror films were released in 2005"), negations ("not", "but not", ", not",
    "excluding", "except", "other than") and "and also" / "but also". A
    clause whose marker holds a negation is negative.
-4. The main noun phrase:
+4. A bare plural head whose first clause only describes it ("Novels that
+   take place in Edinburgh", "moths are found in Japan") is one category: the
+   clause joins the main phrase.
+5. The main noun phrase:
 
-   * "non-X ..." subtracts "X HEAD" from the rest;
-   * an "or" list (commas and "or") is a union and an "and" list between
-     named items ("Chile and Peru", "the Atlantic Ocean and Colombia") an
-     intersection. Items missing their shared part are completed from their
-     neighbours: an item lacking a plural head noun that *follows* an item
-     with a head and a preposition takes that item's prefix ("Novels set in
-     Nanjing, Hebei" -> "Novels set in Hebei"); one that *precedes* an item
-     with a head takes that item's head ("Dutch or Swiss war films" -> "Dutch
-     war films"); bare plural heads before an item with a prepositional phrase
-     take that phrase ("Moths or Insects or Arthropods of Guadeloupe");
-   * otherwise a head with pre-modifiers followed by a participle or a
-     topical preposition ("set in", "shot in", "born in", "about", "by") is
-     the intersection of the pre-modified head and "HEAD + post-modifier"
-     ("Italian crime films set in the 1970's" -> "Italian crime films" ∩
-     "films set in the 1970's"); a bare head with a post-modifier ("Novels
-     set in the 1900s") and any head with a place phrase ("of", "in",
-     "from", "found in": "Neogene mammals of Africa") stay one constraint; a
-     leading decade among several pre-modifiers is a constraint of its own
-     ("2020's drama films" -> "2020's films" ∩ "drama films"); a further
-     participial or "about" phrase after the first post-modifier's object is
-     one more ("Films set in Africa about war" -> "Films set in Africa" ∩
-     "Films about war"), unless it follows a plural noun it modifies ("Novels
-     about people born in Paris").
+   * "non-X ..." subtracts "X HEAD" from the rest ("Non-endemic reptiles of
+     Cuba" subtracts "endemic reptiles of Cuba": an adjective with place
+     categories keeps the place);
+   * an "or" list (commas and "or") is a union; an "and" between named items
+     ("Chile and Peru", "the Atlantic Ocean and Colombia") or anywhere after
+     the head ("Novels about Africa and espionage", "Films directed by X and
+     scored by Y") an intersection. Items missing their shared part are
+     completed from their neighbours: an item lacking a plural head noun that
+     *follows* an item with a head and a post-modifier takes that item's frame
+     up to its last post-modifier ("Novels set in Nanjing, Hebei" -> "Novels
+     set in Hebei"); a participial item takes the head alone ("Films set in
+     Mumbai, shot in London"); one that *precedes* an item with a head takes
+     that item's head ("Dutch or Swiss war films" -> "Dutch war films"); bare
+     plural heads before an item with a prepositional phrase take that phrase
+     ("Moths or Insects or Arthropods of Guadeloupe"); a lowercase item parallel
+     to an earlier object continues it ("films about painters, sculptors or
+     architects"). Each item of an "and" list is then read as a phrase, and
+     the categories of all of them intersected, each once;
+   * otherwise the phrase is read by :mod:`hiera.sets.nounphrase` into the
+     categories it implies (years, languages, names, stacked genres, places of
+     organisms, post-modifiers), which also gives the frame a bare name in a
+     later clause takes ("Afrotropical birds of Kenya but not Uganda" ->
+     "birds of Uganda").
 
-5. Clauses are split into items at "and"/"," ("that are also both X and
+6. Clauses are split into items at "and"/"," ("that are also both X and
    Y"); an item that is a noun phrase with a plural head ("dancers", "Birds
    of Peru") is a constraint as it stands; a prepositional or participial
    item is attached to the main head ("not about cricket" -> "films about
@@ -63,10 +66,12 @@ joined, in the order the constraint reads.
    preposition ("Birds found in the Venezuelan Andes but not in Colombia" ->
    "Birds found in Colombia"); a bare name takes the main phrase's frame in
    place of its object ("Flora of Colombia but not Peru" -> "Flora of Peru");
-   an adjective gets the head after it ("that are
-   extinct" -> "extinct Animals"); a verb clause keeps its relative pronoun
-   ("Novels that take place in Vietnam").
-6. Positive parts are intersected and negative parts subtracted. QUEST's
+   an adjective or a nationality gets the head after it ("that are extinct" ->
+   "extinct Animals", "that aren't French" -> "French films"); a verb clause
+   keeps its relative pronoun, and "take place in" reads Wikipedia's "set in"
+   ("Teen movies that take place in California" -> "movies set in
+   California"); "those" / "ones" stand for the head ("excluding those by X").
+7. Positive parts are intersected and negative parts subtracted. QUEST's
    templates never intersect a union, so positive clauses after an "or" list
    are folded into every alternative ("Animals from Cuba or Jamaica that are
    extinct" = "Animals from Cuba that are extinct" ∪ "Animals from Jamaica that
@@ -83,25 +88,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hiera.sets.expr import And, Atom, Diff, Expr, Or
+from hiera.sets.nounphrase import RULES, PhraseReader, Piece, RuleUse, Unparsable
 from hiera.sets.tagging import (
     AUX,
-    DECADE,
     DETS,
     EXCLUDE,
     NEG,
-    PLACE_WORDS,
+    PLACE_KEEPS,
     QUESTION_FILLERS,
     QUESTION_PREFIXES,
     REL,
-    TOPICAL_PREPS,
     Tag,
-    TaggedQuery,
     Tok,
+    is_demonym,
 )
 
-# --- phrases: token indices plus glue words ------------------------------------------------------
-
-Piece = int | str  # a token index, or a glue word not in the query
+__all__ = ["RULES", "RuleUse", "Unparsable", "read"]
 
 
 @dataclass
@@ -118,58 +120,17 @@ class _Parsed:
     neg: list[Expr] = field(default_factory=list)
 
 
-class Unparsable(Exception):
-    """The grammar found no reading of the query; the message says why."""
-
-
-class _Run(TaggedQuery):
+class _Run(PhraseReader):
     """One query being parsed: its tagged tokens, and the rules as methods.
 
-    It extends :class:`TaggedQuery` rather than holding one, so a rule asks
-    ``self.is_plural(i, start)`` just as it calls one of the grammar's own steps.
+    It extends :class:`~hiera.sets.nounphrase.PhraseReader` (itself a
+    :class:`~hiera.sets.tagging.TaggedQuery`) rather than holding one, so a rule
+    asks ``self.is_plural(i, start)`` just as it calls one of the grammar's own steps.
     """
 
     def __init__(self, query: str, toks: list[Tok], tags: dict[int, Tag]) -> None:
         super().__init__(query, toks, tags)
-        self.notes: list[str] = []
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def trim(self, idx: list[int]) -> list[int]:
-        """Drop punctuation, conjunctions and "both"/"either" at both ends."""
-        drop = {",", ";", ":", "and", "or", "both", "either", "nor", "but", "-", "."}
-        lo, hi = 0, len(idx)
-        while lo < hi and self.low(idx[lo]) in drop:
-            lo += 1
-        while hi > lo and self.low(idx[hi - 1]) in drop:
-            hi -= 1
-        return idx[lo:hi]
-
-    def atom(self, pieces: Sequence[Piece]) -> Atom:
-        parts: list[str] = []
-        spans: list[tuple[int, int]] = []
-        run: list[int] = []
-
-        def flush() -> None:
-            if run:
-                s, e = self.t[run[0]].start, self.t[run[-1]].end
-                parts.append(self.q[s:e])
-                spans.append((s, e))
-                run.clear()
-
-        for p in pieces:
-            if isinstance(p, str):
-                flush()
-                parts.append(p)
-            else:
-                if run and p != run[-1] + 1:
-                    flush()
-                run.append(p)
-        flush()
-        text = " ".join(" ".join(parts).split())
-        if not text:
-            raise Unparsable("an empty constraint")
-        return Atom(text, tuple(spans))
+        self.frame_prefix: list[Piece] | None = None  # what a bare name in a clause takes ("birds of")
 
     # -- the steps ------------------------------------------------------------------------------
 
@@ -186,6 +147,10 @@ class _Run(TaggedQuery):
         main = self.trim(main)
         if not main:
             raise Unparsable("nothing before the first clause marker")
+        if clauses and self._describes_bare_head(main, clauses[0]):
+            # "Novels that take place in Edinburgh", "moths are found in Japan": one category
+            cl = clauses.pop(0)
+            main = [*main, *self._clause_pieces(cl)]
         parsed = self._main(main)
         head = self._head(main)
         frame_src = self._frame_source(main)
@@ -199,12 +164,44 @@ class _Run(TaggedQuery):
                 continue
             exprs = self._clause_items(cl, body, head, frame_src)
             if cl.negative:
-                parsed.neg.append(exprs[0] if len(exprs) == 1 else Or(exprs))
+                neg = exprs[0] if len(exprs) == 1 else Or(exprs)
+                parsed.neg.append(neg)
+                rule = "excluding" if any(self.low(i) in EXCLUDE or self.low(i) in ("other", "apart", "aside")
+                                          for i in cl.marker) else "negated-clause"
+                self.use("diff", rule, [*cl.marker, *body], exprs)
+                if len(exprs) > 1:
+                    self.use("or", "negated-items", body, exprs)
             else:
                 parsed.pos.extend(exprs)
+                rule = "copula-predicate" if not any(self.low(i) in REL for i in cl.marker) else "relative-clause"
+                self.use("and", rule, [*cl.marker, *body], exprs)
+                if len(exprs) > 1:
+                    self.use("and", "and-list", body, exprs)
         if folded:
             parsed.pos[0] = self._fold(parsed.pos[0], folded)
+            self.use("or", "union-distributes", [p for seg in folded for p in seg], list(parsed.pos[0].children))
         return self._combine(parsed), self.notes
+
+    def _describes_bare_head(self, main: list[int], cl: _Clause) -> bool:
+        """Is ``cl`` a descriptive clause ("that take place in", "are found in") of a bare plural head?"""
+        if cl.negative or len(main) != 1 or not self.is_plural(main[0], main[0]):
+            return False
+        if any(self.low(i) in ("also", "both") for i in cl.marker):
+            return False
+        body = self.trim(cl.body)
+        if not body:
+            return False
+        first = body[0]
+        if self.is_plural(first, first) and not self.is_starter(first):
+            return False  # "Books that are memoirs": a second category
+        return self.is_starter(first) or not cl.copula
+
+    def _clause_pieces(self, cl: _Clause) -> list[int]:
+        """The words of a descriptive clause as part of the phrase: "found in Japan", "that take place in X"."""
+        body = self.trim(cl.body)
+        if self.is_starter(body[0]):
+            return body
+        return [*[i for i in cl.marker if self.low(i) in REL], *body]
 
     def _strip_question(self, idx: list[int]) -> list[int]:
         while idx and self.low(idx[-1]) in ("?", ".", "!"):
@@ -243,7 +240,9 @@ class _Run(TaggedQuery):
         items = [it for it in self._split(body, {"and", ","}) if it]
         if len(items) < 2 or not head:
             return None
-        return And([self.atom([*head, "of", *it]) for it in items])
+        atoms = [self.atom([*head, "of", *it]) for it in items]
+        self.use("and", "have-in-common", idx, atoms)
+        return And(atoms)
 
     def _first_plural(self, idx: list[int]) -> int:
         for k, i in enumerate(idx):
@@ -327,18 +326,71 @@ class _Run(TaggedQuery):
             if not rest:
                 raise Unparsable("nothing but a non- word")
             head = self._head(rest)
-            out.neg.append(self.atom([negated, *head]))
+            pieces: list[Piece] = [negated, *head]
+            if self.low(negated) in PLACE_KEEPS:  # "Non-endemic reptiles of Cuba": endemic reptiles *of Cuba*
+                place = self._place_of(rest)
+                pieces += place
+            neg = self.atom(pieces)
+            out.neg.append(neg)
+            self.use("diff", "non-prefix", idx[k : k + 2], [neg])
             idx = rest
         if any(self.low(i) == "or" for i in idx):
             items = self._split(idx, {"or", ",", "nor"})
-            out.pos.append(self._list(items, Or))
+            expr = self._list(items, Or)
+            out.pos.append(expr)
+            if isinstance(expr, Or):
+                self.use("or", "or-list", idx, list(expr.children))
             return out
-        if self._named_and(idx):
+        if self._and_list(idx):
             items = self._split(idx, {"and", ","})
             if len(items) > 1:
-                out.pos.append(self._list(items, And))
+                out.pos.extend(self._and_items(idx, items))
                 return out
-        out.pos.extend(self._noun_phrase(idx))
+        np = self.noun_phrase(idx)
+        self.frame_prefix = np.frame
+        out.pos.extend(np.atoms)
+        return out
+
+    def _place_of(self, idx: list[int]) -> list[int]:
+        """The place phrase after the head of ``idx`` ("of Cuba"), or nothing."""
+        h = self._head_index(idx)
+        if h is None:
+            return []
+        segs = self._segments(idx, h) or []
+        return next((s for s in segs if self._is_place(s)), [])
+
+    def _and_list(self, idx: list[int]) -> bool:
+        """Does an "and" (not one inside a name) join parts of this phrase?
+
+        Between named items ("Chile and Peru", "the Atlantic Ocean and Colombia") as before, and
+        now anywhere after the head: "Novels about Africa and espionage", "Flora of Sri Lanka and
+        southern India", "Films directed by X and scored by Y".
+        """
+        if self._named_and(idx):
+            return True
+        h = self._head_index(idx)
+        if h is None:
+            return False
+        return any(self.low(i) == "and" and i not in self.protected and k > h for k, i in enumerate(idx))
+
+    def _and_items(self, idx: list[int], items: list[list[int]]) -> list[Expr]:
+        """An "and" list: each item completed from its neighbours, read as a phrase, the categories united."""
+        done = self._complete(items)
+        atoms: dict[str, Atom] = {}
+        frame: list[Piece] | None = None
+        for pieces in done:
+            if all(isinstance(p, int) for p in pieces):
+                np = self.noun_phrase([p for p in pieces if isinstance(p, int)])
+                frame = frame or np.frame
+                got = np.atoms
+            else:
+                got = [self.atom(pieces)]
+            for a in got:
+                atoms.setdefault(a.text, a)
+        self.frame_prefix = frame
+        out = list(atoms.values())
+        if len(done) > 1:
+            self.use("and", "and-list", idx, [self.atom(p) for p in done])
         return out
 
     def _named_and(self, idx: list[int]) -> bool:
@@ -363,33 +415,18 @@ class _Run(TaggedQuery):
                 continue
             if w in ("either", "both"):
                 continue
+            if not items[-1] and len(items) > 1 and w in AUX:  # "... and are shrubs"
+                continue
             items[-1].append(i)
         return [self.trim(it) for it in items if self.trim(it)]
 
-    def _head_index(self, item: list[int]) -> int | None:
-        """Position in ``item`` of its head noun: the first plural before any post-modifier."""
-        for k, i in enumerate(item):
-            if k > 0 and self.is_starter(i) and not self.is_plural(i, item[0]):
-                return None
-            if self.is_plural(i, item[0]):
-                return k
-        return None
-
-    def _starter_after(self, item: list[int], h: int) -> int | None:
-        for k in range(h + 1, len(item)):
-            if self.is_starter(item[k]):
-                return k
-        return None
-
-    def _object_start(self, item: list[int], p: int) -> int:
-        """First token of the object after the run of post-modifier words starting at p."""
-        k = p
-        while k < len(item) and (self.is_starter(item[k]) or self.low(item[k]) in ("place", "be")):
-            k += 1
-        return k
-
     def _list(self, items: list[list[int]], op: type[And] | type[Or]) -> Expr:
         """Complete list items that lack their shared part, and join them with ``op``."""
+        atoms = [self.atom(p) for p in self._complete(items)]
+        return atoms[0] if len(atoms) == 1 else op(atoms)
+
+    def _complete(self, items: list[list[int]]) -> list[list[Piece]]:
+        """List items with their shared part restored: a head, a frame, a post-modifier."""
         heads = [self._head_index(it) for it in items]
         preps = [self._starter_after(it, h) if h is not None else None for it, h in zip(items, heads, strict=True)]
         done: list[list[Piece]] = []
@@ -404,11 +441,16 @@ class _Run(TaggedQuery):
                         pieces += items[m][preps[m] :]
                 done.append(pieces)
                 continue
-            prev = [m for m in range(n - 1, -1, -1) if preps[m] is not None]
+            prev = [m for m in range(n - 1, -1, -1) if preps[m] is not None and heads[m] is not None]
             nxt = [m for m in range(n + 1, len(items)) if heads[m] is not None]
-            if prev:
+            earlier_head = [m for m in range(n - 1, -1, -1) if heads[m] is not None]
+            if self.is_starter(it[0]) and earlier_head and not self.is_prep(it[0]):
+                # "Films set in Mumbai, shot in London": a participle takes the head alone
+                m = earlier_head[0]
+                done.append([items[m][heads[m]], *it])  # type: ignore[index]
+            elif prev:
                 m = prev[0]
-                done.append([*items[m][: self._object_start(items[m], preps[m])], *it])
+                done.append([*items[m][: self._object_start(items[m], self._last_starter(items[m], preps[m]))], *it])
             elif nxt:
                 done.append([*it, *self._shared_head(it, items[nxt[0]], heads[nxt[0]])])
             else:
@@ -419,20 +461,37 @@ class _Run(TaggedQuery):
                 else:
                     self.notes.append(f"no shared head found for {self.atom(it).text!r}")
                     done.append(list(it))
-        atoms = [self.atom(p) for p in done]
-        return atoms[0] if len(atoms) == 1 else op(atoms)
+        return done
+
+    def _last_starter(self, item: list[int], p: int) -> int:
+        """Where the last post-modifier of ``item`` starts (its first is at ``p``): the frame a
+        following bare item takes ("Novels by X about India and Pakistan": "Novels about")."""
+        k = self._object_start(item, p)
+        last = p
+        for q in range(k + 1, len(item)):
+            if self.is_starter(item[q]) and not self.is_starter(item[q - 1]) and not self.is_ing(item[q]):
+                last = q
+        return last
 
     def _parallel_object(self, items: list[list[int]], preps: list[int | None], n: int) -> bool:
-        """Is item n a lowercase phrase parallel to the lowercase object of the item before it?
+        """Is item n a lowercase phrase parallel to the lowercase object of an item before it?
 
-        "Species of birds or flowering plants": "flowering plants" continues "Species of".
+        "Species of birds or flowering plants": "flowering plants" continues "Species of"; so do
+        both "sculptors" and "architects" in "films about painters, sculptors or architects".
         """
         it = items[n]
-        if n == 0 or preps[n - 1] is None or any(self.is_starter(i) for i in it[1:]):
+        if n == 0 or any(self.is_starter(i) for i in it[1:]):
             return False
-        prev = items[n - 1]
-        obj = prev[self._object_start(prev, preps[n - 1]) :]
-        lower = all(self.t[i].text[:1].islower() for i in [*obj, *it])
+        m = n - 1
+        while m > 0 and preps[m] is None and all(self.t[i].text[:1].islower() for i in items[m]):
+            m -= 1
+        p = preps[m]
+        if p is None:
+            return False
+        prev = items[m]
+        obj = prev[self._object_start(prev, p) :]
+        between = [i for k in range(m + 1, n + 1) for i in items[k]]
+        lower = all(self.t[i].text[:1].islower() for i in [*obj, *between])
         return bool(obj) and lower and not any(self.is_starter(i) for i in obj)
 
     def _shared_head(self, item: list[int], other: list[int], h: int) -> list[int]:
@@ -446,60 +505,6 @@ class _Run(TaggedQuery):
             k += 1
         k = max(1, min(k, h)) if h > 0 else 0
         return other[k:]
-
-    def _noun_phrase(self, idx: list[int]) -> list[Expr]:
-        """One noun phrase: one constraint, or an intersection of implicit constraints."""
-        h = self._head_index(idx)
-        if h is None:
-            return [self.atom(idx)]
-        later = self._later_postmods(idx, h)
-        if later:
-            # "Films set in Africa about war": each further participial or "about" phrase is a constraint
-            head = idx[h]
-            rest = [self.atom([head, *idx[a:b]]) for a, b in zip(later, [*later[1:], len(idx)], strict=True)]
-            return [*self._noun_phrase(idx[: later[0]]), *rest]
-        premods, head = idx[:h], idx[h]
-        p = self._starter_after(idx, h)
-        mods = self._premod_facets(premods, head)
-        if (
-            premods
-            and p == h + 1
-            and (self.low(idx[p]) in TOPICAL_PREPS or self.is_participle(idx[p]) or self.is_ing(idx[p]))
-            and self.low(idx[p]) not in PLACE_WORDS
-        ):
-            # "Italian crime films set in the 1970's": the pre-modified head and "films set in ..."
-            return [*mods, self.atom([head, *idx[p:]])]
-        if len(mods) > 1:
-            # a decade facet, with the rest of the phrase kept whole
-            return [mods[0], self.atom(idx[1:])]
-        return [self.atom(idx)]
-
-    def _later_postmods(self, idx: list[int], h: int) -> list[int]:
-        """Starts of post-modifiers after the first one's object: participles (not of place) or "about".
-
-        A participle right after a plural noun modifies that noun ("people born in ..."), so it
-        does not start a constraint; neither does a preposition other than "about" ("works by X").
-        """
-        p = self._starter_after(idx, h)
-        if p is None:
-            return []
-        k = self._object_start(idx, p)
-        out: list[int] = []
-        for q in range(k + 1, len(idx)):
-            i, prev = idx[q], idx[q - 1]
-            if self.is_starter(prev) or self.is_plural(prev, idx[0]) or self.low(i) in PLACE_WORDS:
-                continue
-            if self.is_participle(i) or self.low(i) == "about":
-                out.append(q)
-        return out
-
-    def _premod_facets(self, premods: list[int], head: int) -> list[Expr]:
-        """A leading decade among several pre-modifiers is its own constraint."""
-        if len(premods) >= 2 and DECADE.match(self.low(premods[0])):
-            return [self.atom([premods[0], head]), self.atom([*premods[1:], head])]
-        if premods:
-            return [self.atom([*premods, head])]
-        return [self.atom([head])]
 
     def _head(self, idx: list[int]) -> list[int]:
         """The head noun of a phrase (the first item's when it is a list), as token indices."""
@@ -542,7 +547,13 @@ class _Run(TaggedQuery):
     def _clause_item(
         self, cl: _Clause, it: list[int], head: list[int], frame: list[int], prev_frame: list[Piece] | None
     ) -> list[Piece]:
+        if self.low(it[0]) in ("those", "ones", "one") and len(it) > 1:
+            it = it[1:]  # "excluding those by Philip K. Dick": the head stands in
         first = it[0]
+        if is_demonym([self.t[i].text for i in it]):
+            return [*it, *head]  # "that aren't French": "French films"
+        if prev_frame is not None and all(self.cap(i) or self.low(i) in DETS for i in it):
+            return [*prev_frame, *it]  # "found in Vietnam and Laos": Laos takes "found in"
         if self._head_index(it) is not None and not self.is_starter(first):
             return list(it)  # a noun phrase: "dancers", "Birds of Peru"
         if self.is_prep(first) or self.is_place_adj(first):
@@ -554,14 +565,18 @@ class _Run(TaggedQuery):
             return [*head, *it]  # "Trees" + "found in Canada"
         if prev_frame is not None and all(self.cap(i) or self.low(i) in DETS for i in it):
             return [*prev_frame, *it]  # "found in X and Y": Y takes "found in"
+        if all(self.cap(i) or self.low(i) in DETS for i in it) and self.cap(it[-1]) and self.frame_prefix:
+            return [*self.frame_prefix, *it]  # "Afrotropical birds of Kenya but not Uganda": "birds of" + "Uganda"
         if all(self.cap(i) or self.low(i) in DETS for i in it) and self.cap(it[-1]):
             fh = self._head_index(frame)
             p = self._starter_after(frame, fh) if fh is not None else None
             if p is not None:
                 return [*frame[: self._object_start(frame, p)], *it]  # "Flora of" + "Peru"
         if not cl.copula:
+            if len(it) > 2 and self.low(it[0]) in ("take", "takes", "took") and self.low(it[1]) == "place":
+                return [*head, "set", *it[2:]]  # "that take place in Vietnam" is Wikipedia's "set in Vietnam"
             rel = [i for i in cl.marker if self.low(i) in REL]
-            return [*head, *rel, *it]  # "Novels" + "that take place in Vietnam"
+            return [*head, *rel, *it]  # "Novels" + "that were adapted into films"
         if len(it) == 1 or all(self.t[i].text[:1].islower() for i in it):
             return [*it, *head]  # "extinct" + "Animals"
         return list(it)
@@ -593,9 +608,12 @@ class _Run(TaggedQuery):
         return Diff(left, right)
 
 
-def read(query: str, toks: list[Tok], tags: dict[int, Tag]) -> tuple[Expr, list[str]]:
-    """The expression for a tagged query, and notes on what the rules did (dropped question words, ...).
+def read(query: str, toks: list[Tok], tags: dict[int, Tag]) -> tuple[Expr, list[str], list[RuleUse]]:
+    """The expression for a tagged query, notes on what the rules did (dropped question words, ...)
+    and the rules that made its operators, in the order they applied.
 
     Raises :class:`Unparsable` when no rule applies (nothing before a negation, an empty clause).
     """
-    return _Run(query, toks, tags).parse()
+    run = _Run(query, toks, tags)
+    expr, notes = run.parse()
+    return expr, notes, run.uses

@@ -195,7 +195,7 @@ class SetPlanner:
     def __init__(self, col: Collection, load_classifier: Callable[[str | None], SetClassifier | None]) -> None:
         self.col = col
         self._load_classifier = load_classifier
-        self._parsers: dict[str, Any] = {}
+        self._parsers: dict[tuple[str, str | None, float | None], Any] = {}
         self._docs: dict[str, _DocText] = {}
         self._matcher: LeadMatcher | None = None
 
@@ -203,10 +203,12 @@ class SetPlanner:
         """The :class:`~hiera.sets.classifier.SetClassifier` at ``path`` (loaded once by the caller's loader), or None."""
         return self._load_classifier(path)
 
-    def parser(self, name: str) -> Any:
-        if name not in self._parsers:
-            self._parsers[name] = get_parser(name)
-        return self._parsers[name]
+    def parser(self, name: str, url: str | None = None, timeout: float = 10.0) -> Any:
+        """The set parser ``name`` (``endpoint`` with its URL and timeout), made once per planner."""
+        key = (name, url, timeout) if name == "endpoint" else (name, None, None)
+        if key not in self._parsers:
+            self._parsers[key] = get_parser(name, url=url, timeout=timeout) if name == "endpoint" else get_parser(name)
+        return self._parsers[key]
 
     def _document(self, doc_id: str) -> _DocText:
         """What the classifier reads of a document and its lead, from one read of the store (cached)."""
@@ -244,7 +246,7 @@ class SetPlanner:
         exprs: list[Expr] = []
         for q in queries:
             if params["decompose"]:
-                r = self.parser(params["parser"]).parse(q)
+                r = self.parser(params["parser"], params.get("parser_url"), params.get("parser_timeout", 10.0)).parse(q)
                 parsed.append(r)
                 exprs.append(r.expression)
             else:

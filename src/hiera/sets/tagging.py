@@ -96,6 +96,8 @@ _IRREGULAR_PLURALS = {
     "alumni", "bacteria", "media", "data", "criteria", "phenomena", "algae", "larvae", "mice", "geese",
     "teeth", "feet", "oxen", "lice", "personnel", "cattle", "sheep", "fish", "deer", "aircraft", "series",
     "clergy", "police", "crew", "staff", "wildlife", "livestock", "poultry", "infantry", "cavalry",
+    "lepidoptera", "coleoptera", "diptera", "hymenoptera", "orthoptera", "hemiptera", "odonata", "cetacea",
+    "testudines", "squamata", "anura", "chiroptera", "pinnipedia", "angiosperms", "gymnosperms",
 }  # fmt: skip
 _MEN_SINGULAR = {"specimen", "abdomen", "regimen", "acumen", "stamen", "hymen", "cyclamen", "bitumen"}
 _NOT_PLURAL = {
@@ -129,9 +131,15 @@ _AND_NAMES = (
     "heard island and mcdonald islands", "turks and caicos islands", "saint pierre and miquelon",
     "wallis and futuna", "svalbard and jan mayen", "south georgia and the south sandwich islands",
     "england and wales", "kabardino-balkaria and karachay-cherkessia",
+    # names of genres, works and publishers (a category may hold one: "Films about rock and roll")
+    "rock and roll", "rhythm and blues", "drum and bass", "sword and sorcery", "romeo and juliet",
+    "pride and prejudice", "war and peace", "crime and punishment", "dungeons and dragons", "beauty and the beast",
+    "jekyll and hyde", "lewis and clark", "gilbert and sullivan", "faber and faber", "harper and row",
+    "harper and brothers", "hodder and stoughton", "chatto and windus", "allen and unwin", "simon and schuster",
+    "smith, elder and co", "little, brown and company", "farrar, straus and giroux",
 )  # fmt: skip
 _AND_NAME_TOKENS = [[t.low for t in tokenize(name)] for name in _AND_NAMES]
-DECADE = re.compile(r"^(1\d|20)\d0'?s$")
+DECADE = re.compile(r"^((1\d|20)?\d0'?s)$")  # "1970s", "1970's", "70s"
 
 
 # --- spaCy's tags (optional) ----------------------------------------------------------------
@@ -270,3 +278,133 @@ class TaggedQuery:
                 if lows[k : k + n] == name:
                     out.update(k + j for j, w in enumerate(name) if w == "and")
         return out
+
+
+# --- category vocabulary: what kind of modifier or head a word is --------------------------------
+# Wikipedia's category names (what QUEST's atoms are) combine a head with modifiers in a few set
+# ways: "1998 films", "American horror films", "English-language films", "Films set in Paris",
+# "Birds of Kenya", "Extinct birds of Hawaii", "Orchid genera". The noun-phrase rules
+# (hiera.sets.nounphrase) split a phrase into the categories it intersects using these lists.
+
+YEAR = re.compile(r"^1\d{3}$|^20\d{2}$")
+# heads whose modifiers are categories of works (genre, nationality, language, year, author)
+WORK_HEADS = {
+    "films", "movies", "novels", "novellas", "books", "plays", "comics", "series", "stories", "collections",
+    "anthologies", "memoirs", "biographies", "documentaries", "westerns", "comedies", "dramas", "thrillers",
+    "musicals", "operas", "albums", "songs", "poems", "manga", "anime", "cartoons", "shorts", "sitcoms",
+}  # fmt: skip
+# the year of "YEAR NATIONALITY novels" ("2004 German novels") and of these genres is one category with them
+YEAR_KEEPS = {"novels": {"science fiction", "fantasy", "debut", "children's"}, "novellas": set(),
+              "books": {"children's", "picture", "non-fiction"}}  # fmt: skip
+# genre words: two of them side by side are two categories ("comedy musical films") unless they
+# make one genre together (CORE_COMPOUNDS: "crime comedy", "war drama")
+CORE_GENRES = {
+    "comedy", "drama", "thriller", "horror", "musical", "action", "adventure", "fantasy", "western", "romance",
+    "mystery", "documentary", "war", "crime", "spy", "superhero", "disaster", "slasher", "zombie", "vampire",
+    "monster", "sports", "sport", "fiction", "dystopian", "utopian", "post-apocalyptic", "detective", "heist",
+    "prison", "parody", "noir", "biographical", "gothic", "historical", "epic", "adult", "debut", "picture",
+    "non-fiction", "memoir", "satirical", "erotic",
+}  # fmt: skip
+CORE_COMPOUNDS = {
+    ("crime", "comedy"), ("crime", "drama"), ("crime", "thriller"), ("crime", "fiction"), ("crime", "mystery"),
+    ("action", "thriller"), ("action", "comedy"), ("action", "adventure"), ("action", "drama"),
+    ("war", "drama"), ("war", "comedy"), ("war", "thriller"), ("comedy", "drama"), ("comedy", "horror"),
+    ("horror", "comedy"), ("horror", "thriller"), ("musical", "comedy"), ("musical", "drama"),
+    ("musical", "fantasy"), ("spy", "thriller"), ("spy", "comedy"), ("spy", "fiction"), ("mystery", "thriller"),
+    ("adventure", "comedy"), ("adventure", "drama"), ("fantasy", "adventure"), ("fantasy", "comedy"),
+    ("fantasy", "drama"), ("zombie", "comedy"), ("vampire", "comedy"), ("monster", "comedy"), ("sports", "comedy"),
+    ("sports", "drama"), ("sport", "drama"), ("heist", "comedy"), ("heist", "thriller"), ("prison", "drama"),
+    ("fiction", "comedy"), ("fiction", "horror"), ("fiction", "action"), ("fiction", "thriller"),
+    ("fiction", "adventure"), ("fiction", "war"), ("romance", "drama"), ("historical", "drama"),
+    ("historical", "fiction"), ("historical", "fantasy"), ("historical", "romance"), ("historical", "mystery"),
+    ("biographical", "drama"), ("epic", "fantasy"), ("epic", "war"), ("superhero", "comedy"),
+    ("disaster", "thriller"), ("detective", "fiction"), ("gothic", "fiction"), ("gothic", "horror"),
+    ("gothic", "romance"), ("erotic", "thriller"), ("erotic", "drama"), ("slasher", "comedy"),
+    ("documentary", "drama"), ("adventure", "fiction"),
+}  # fmt: skip
+# biogeographic realms: "Afrotropical birds" is a category of its own, never "Afrotropical birds of Kenya"
+REALMS = {
+    "afrotropical", "palearctic", "palaearctic", "nearctic", "neotropical", "indomalayan", "australasian",
+    "holarctic", "oceanian", "paleotropical", "antarctic",
+}  # fmt: skip
+# adjectives that do make "ADJ HEAD of PLACE" categories ("Extinct birds of Hawaii", "Neogene mammals
+# of Africa", "Garden plants of Europe"); any other adjective is a category of its own beside the place
+PLACE_KEEPS = {
+    "extinct", "endemic", "freshwater", "marine", "carnivorous", "garden", "medicinal", "native", "introduced",
+    "invasive", "prehistoric", "fossil", "cenozoic", "mesozoic", "paleozoic", "neogene", "paleogene",
+    "quaternary", "pleistocene", "pliocene", "miocene", "oligocene", "eocene", "paleocene", "holocene",
+    "cretaceous", "jurassic", "triassic", "permian", "carboniferous", "devonian", "silurian", "ordovician",
+    "cambrian", "late", "early", "middle", "upper", "lower", "ediacaran",
+}  # fmt: skip
+# heads that make no "HEAD of PLACE" categories: the place is its own set, with the kingdom's head
+# restored ("Orchid genera of Brazil" = Orchid genera ∩ Flora of Brazil)
+RANK_HEADS = {"genera", "species", "taxa", "fruits", "vegetables", "nuts", "spices", "cultivars", "subspecies"}
+# plant growth forms: a category of their own ("Shrubs"), besides "Flora of PLACE" / "Plants used in ..."
+GROWTH_FORMS = {
+    "shrubs", "vines", "succulents", "halophytes", "herbs", "climbers", "epiphytes", "lianas", "perennials",
+    "annuals", "subshrubs", "houseplants", "wildflowers", "geophytes", "xerophytes", "hydrophytes", "creepers",
+}  # fmt: skip
+# heads for which "HEAD endemic to PLACE" is Wikipedia's "Endemic HEAD of PLACE" (else two categories)
+ENDEMIC_HEADS = {"plants", "flora", "animals", "fauna", "birds", "species", "taxa", "organisms"}
+_PLANT_WORDS = {
+    "plant", "flora", "orchid", "fern", "grass", "moss", "cactus", "cacti", "conifer", "palm", "asterid",
+    "rosid", "eudicot", "monocot", "magnoliid", "tree", "shrub", "flower", "flowering", "sedge", "lily",
+    "bromeliad", "succulent", "vine", "herb", "legume", "alga", "algae", "lichen", "liverwort", "cycad",
+    "fruit", "vegetable", "nut", "spice", "halophyte", "epiphyte", "liana", "climber", "perennial", "annual",
+    "subshrub", "houseplant", "wildflower", "geophyte", "xerophyte", "hydrophyte", "creeper", "bulb",
+    "angiosperm", "gymnosperm", "fungi", "fungus", "mushroom",
+}  # fmt: skip
+_ANIMAL_WORDS = {
+    "animal", "fauna", "bird", "mammal", "fish", "reptile", "amphibian", "insect", "moth", "butterfly",
+    "butterflie", "beetle", "spider", "snake", "lizard", "frog", "toad", "rodent", "bat", "marsupial",
+    "primate", "crustacean", "mollusc", "mollusk", "gastropod", "ant", "bee", "wasp", "fly", "flie",
+    "dinosaur", "turtle", "shark", "whale", "dolphin", "carnivoran", "ungulate", "arthropod", "arachnid",
+    "bivalve", "coral", "worm", "crab", "shrimp", "salamander", "newt", "parrot", "owl", "songbird",
+    "shorebird", "seabird", "raptor", "hummingbird", "antelope", "deer", "cichlid", "catfish", "eel", "ray",
+    "scorpion", "mite", "tick", "dragonfly", "dragonflie", "cricket", "grasshopper", "snail", "slug",
+    "lepidoptera", "coleoptera", "diptera", "hymenoptera", "orthoptera", "hemiptera", "odonata", "cetacea",
+    "testudines", "squamata", "anura", "chiroptera", "pinnipedia", "cetacean", "pinniped", "squamate",
+}  # fmt: skip
+# capitalized first words of two-word nationality names ("South Korean", "Hong Kong", "New Zealand")
+_NATION_QUALIFIERS = {
+    "south", "north", "east", "west", "central", "new", "sri", "costa", "puerto", "hong", "saudi", "el",
+    "northern", "southern", "eastern", "western", "soviet", "latin", "united", "czech", "ivory", "sierra",
+}  # fmt: skip
+# nationality-like words without a demonym's ending
+_NATION_WORDS = {
+    "swiss", "thai", "greek", "czech", "soviet", "basque", "scots", "inuit", "maori", "māori", "khmer", "lao",
+    "bollywood", "hollywood", "tamil", "telugu", "malayalam", "kannada", "bengali", "hindi", "marathi",
+    "punjabi", "urdu", "cantonese", "mandarin", "yiddish", "hebrew", "persian", "pakistani", "israeli",
+    "iraqi", "kuwaiti", "bangladeshi", "nepali", "omani", "qatari", "yemeni", "somali", "kong", "zealand",
+    "catalan", "welsh", "cornish", "manx", "breton", "romani", "sami", "flemish", "walloon", "quebec",
+}  # fmt: skip
+_DEMONYM_END = ("an", "ian", "ese", "ish", "ch", "ic", "i")
+
+
+def is_demonym(words: list[str]) -> bool:
+    """Is this run of capitalized words a nationality, people or language ("American", "South Korean")?"""
+    if not words:
+        return False
+    low = [w.lower() for w in words]
+    if len(low) > 2 or (len(low) == 2 and low[0] not in _NATION_QUALIFIERS):
+        return False
+    last = low[-1]
+    return last in _NATION_WORDS or (len(last) > 3 and last.endswith(_DEMONYM_END) and last.isalpha())
+
+
+def kingdom(words: list[str]) -> str | None:
+    """"Flora" or "Fauna" when the words name plants or animals (a word list and Latin endings), else None."""
+    for w in words:
+        w = w.lower()
+        stem = w[:-1] if w.endswith("s") and len(w) > 3 else w
+        if stem in _PLANT_WORDS or w in _PLANT_WORDS or w.endswith(("aceae", "ales", "phyta", "opsida")):
+            return "Flora"
+        if stem in _ANIMAL_WORDS or w in _ANIMAL_WORDS or w.endswith(("idae", "inae", "formes", "oidea")):
+            return "Fauna"
+    return None
+
+
+def is_taxon_head(word: str) -> bool:
+    """Is this plural head a kind of organism (its place phrases make "HEAD of PLACE" categories)?"""
+    w = word.lower()
+    return w in RANK_HEADS or w in GROWTH_FORMS or kingdom([w]) is not None
