@@ -795,3 +795,64 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@dataclass
+class FakeChat:
+    """A fake OpenAI-compatible server on 127.0.0.1: ``URL/<mode>/v1/chat/completions`` answers by mode.
+
+    Modes every endpoint test needs are built in — ``error`` (HTTP 500), ``slow`` (1.5 s, then the ``good``
+    content), ``notchat`` (JSON that is no chat completion) — and ``content(mode)`` gives the assistant's text
+    for every other mode. ``requests`` records what each call sent, so a test can check the request's shape.
+    """
+
+    url: str
+    requests: list[dict] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def fake_chat_server(content: Any) -> Iterator[FakeChat]:  # noqa: ANN401 - Callable[[str], str]
+    """Run a :class:`FakeChat` whose replies come from ``content(mode)`` (a callable on the mode's name)."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    chat = FakeChat(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            chat.requests.append({"path": self.path, "body": body})
+            mode = self.path.split("/")[1]
+            if mode == "slow":
+                time.sleep(1.5)
+            if mode == "error":
+                self.send_response(500)
+                self.end_headers()
+                self.wfile.write(b"internal error")
+                return
+            reply: dict = {"choices": [{"message": {"role": "assistant", "content": content(mode)}}]}
+            if mode == "notchat":
+                reply = {"result": "hello"}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except BrokenPipeError:  # the client timed out first (the "slow" mode)
+                pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    chat.url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        yield chat
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import helpers
 import pytest
 
 from hiera.errors import BadInputError
@@ -19,60 +17,31 @@ GOOD = {"sets": [[f"Fact {i}.{j} about the film." for j in range(3)] for i in ra
 QUESTION = "Who directed Jaws and produced Jurassic Park?"
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """``/<mode>/v1/chat/completions``: good, fenced, malformed, notchat, error, slow."""
-
-    requests: list[dict] = []
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        FakeOpenAI.requests.append({"path": self.path, "body": body})
-        mode = self.path.split("/")[1]
-        if mode == "slow":
-            time.sleep(1.5)
-        if mode == "error":
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b"internal error")
-            return
-        content = {
-            "good": json.dumps(GOOD), "slow": json.dumps(GOOD),
-            "fenced": "```json\n" + json.dumps(GOOD["sets"]) + "\n```",
-            "malformed": '{"sets": [["unterminated',
-        }.get(mode, "")
-        reply = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-        if mode == "notchat":
-            reply = {"result": "hello"}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        try:
-            self.wfile.write(data)
-        except BrokenPipeError:  # the client timed out first (the "slow" mode)
-            pass
+def _content(mode: str) -> str:
+    return {
+        "good": json.dumps(GOOD), "slow": json.dumps(GOOD),
+        "fenced": "```json\n" + json.dumps(GOOD["sets"]) + "\n```",
+        "malformed": '{"sets": [["unterminated',
+    }.get(mode, "")
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+def chat() -> Iterator[helpers.FakeChat]:
+    with helpers.fake_chat_server(_content) as fake:
+        yield fake
 
 
-def test_good_reply_gives_five_sets_of_three_and_the_request_is_openai_shaped(server: str, rules: RulesDecomposer) -> None:
-    FakeOpenAI.requests.clear()
-    d = EndpointDecomposer(f"{server}/good/v1", rules, timeout=5).decompose(QUESTION)
+@pytest.fixture
+def server(chat: helpers.FakeChat) -> str:
+    return chat.url
+
+
+def test_good_reply_gives_five_sets_of_three_and_the_request_is_openai_shaped(chat: helpers.FakeChat, rules: RulesDecomposer) -> None:
+    chat.requests.clear()
+    d = EndpointDecomposer(f"{chat.url}/good/v1", rules, timeout=5).decompose(QUESTION)
     assert d.source == "endpoint" and d.shape == "generated" and not d.warnings
     assert d.sentences == GOOD["sets"] and len(d.sentences) == SETS and len(d.texts()) == 15
-    [req] = FakeOpenAI.requests
+    [req] = chat.requests
     assert req["path"] == "/good/v1/chat/completions"
     messages = req["body"]["messages"]
     assert [m["role"] for m in messages] == ["system", "user"] and messages[1]["content"] == QUESTION

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import helpers
 import pytest
 
 from hiera.builds import open_collection
@@ -32,61 +30,32 @@ ANSWERS = {
 }
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """``/<mode>/v1/chat/completions``: an answer of ANSWERS, or fenced, notjson, notchat, error, slow."""
-
-    requests: list[dict] = []
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        FakeOpenAI.requests.append({"path": self.path, "body": body})
-        mode = self.path.split("/")[1]
-        if mode == "slow":
-            time.sleep(1.5)
-        if mode == "error":
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b"internal error")
-            return
-        if mode in ANSWERS:
-            content = json.dumps(ANSWERS[mode])
-        elif mode in ("fenced", "slow"):
-            content = "```json\n" + json.dumps(ANSWERS["good"]) + "\n```"
-        else:
-            content = '{"template": "_", "atoms": ["unterminated'
-        reply = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-        if mode == "notchat":
-            reply = {"result": "hello"}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        try:
-            self.wfile.write(data)
-        except BrokenPipeError:  # the client timed out first (the "slow" mode)
-            pass
+def _content(mode: str) -> str:
+    if mode in ANSWERS:
+        return json.dumps(ANSWERS[mode])
+    if mode in ("fenced", "slow"):
+        return "```json\n" + json.dumps(ANSWERS["good"]) + "\n```"
+    return '{"template": "_", "atoms": ["unterminated'
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+def chat() -> Iterator[helpers.FakeChat]:
+    with helpers.fake_chat_server(_content) as fake:
+        yield fake
+
+
+@pytest.fixture
+def server(chat: helpers.FakeChat) -> str:
+    return chat.url
 
 
 def _endpoint(url: str, timeout: float = 5.0) -> EndpointSetParser:
     return EndpointSetParser(RuleSetParser(), url=url, timeout=timeout)
 
 
-def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(server: str) -> None:
-    FakeOpenAI.requests.clear()
+def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(chat: helpers.FakeChat) -> None:
+    server = chat.url
+    chat.requests.clear()
     r = _endpoint(f"{server}/good/v1").parse(QUERY)
     assert r.parser == "endpoint" and not r.fallback and r.notes == ()
     assert r.template == "_ that are also _ but not _"
@@ -97,7 +66,7 @@ def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(server: 
     assert QUERY[slice(*r.expression.right.span[0])] == "sandpipers"  # found case-insensitively
     assert r.expression.left.children[1].span == ()  # "Birds of Kenya" is not in the query's words: no span
     assert [(u.op, u.rule) for u in r.rules] == [("and", "endpoint-answer"), ("diff", "endpoint-answer")]
-    [req] = FakeOpenAI.requests
+    [req] = chat.requests
     assert req["path"] == "/good/v1/chat/completions"
     body = req["body"]
     assert [m["role"] for m in body["messages"]] == ["system", "user"] and body["messages"][1]["content"] == QUERY

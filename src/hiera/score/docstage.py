@@ -168,19 +168,17 @@ class Bm25PassageMax(DocStage):
         return docs, by_max(dsc)
 
 
-class HybridMax(DocStage):
-    """α · BM25 passage-max / best + (1 − α) · dense passage-max, each list the top ``max(200, 4k)`` passages."""
+class _Mixed(DocStage):
+    """A stage that mixes a lexical and a dense score of the same documents: ``α · lexical + (1 − α) · dense``.
 
-    name = "hybrid-max"
+    Subclasses say where the two scores come from (``components``); the mix, its ``doc_alpha`` and its depth
+    are one rule for every such stage, so ``hiera tune``'s α means the same thing whichever stage it tunes.
+    """
+
     vectors = frozenset({"qp"})
 
     def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
-        (bpos, bsc), (pos, sc) = col.passage_lists(query, ctx["qp"], depth)
-        bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
-        ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
-        a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
-        return a.ids, a.scores[0], a.scores[1]
+        raise NotImplementedError
 
     def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
         alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
@@ -189,6 +187,20 @@ class HybridMax(DocStage):
             return docs, np.zeros(0, dtype=np.float32)
         idx, fused = topk(mix(b, d, alpha), k)
         return docs[idx], fused
+
+
+class HybridMax(_Mixed):
+    """α · BM25 passage-max / best + (1 − α) · dense passage-max, each list the top ``max(200, 4k)`` passages."""
+
+    name = "hybrid-max"
+
+    def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
+        (bpos, bsc), (pos, sc) = col.passage_lists(query, ctx["qp"], depth)
+        bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
+        ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
+        a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
+        return a.ids, a.scores[0], a.scores[1]
 
 
 class Fused(DocStage):
@@ -214,11 +226,10 @@ class Fused(DocStage):
         return a.ids[idx], by_max(sc)
 
 
-class DocHybrid(DocStage):
+class DocHybrid(_Mixed):
     """α · BM25 over documents / best + (1 − α) · mean-vector cosine (module docstring)."""
 
     name = "doc-hybrid"
-    vectors = frozenset({"qp"})
 
     def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``."""
@@ -227,14 +238,6 @@ class DocHybrid(DocStage):
         dpos, dsc = STAGES["mean"].top(col, query, ctx, depth)
         a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
         return a.ids, a.scores[0], a.scores[1]
-
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
-        docs, b, d = self.components(col, query, ctx, max(HYBRID_DEPTH, 4 * k))
-        if len(docs) == 0:
-            return docs, np.zeros(0, dtype=np.float32)
-        idx, fused = topk(mix(b, d, alpha), k)
-        return docs[idx], fused
 
 
 # The stages defined here, one shared (stateless) instance each; ``linked`` lives with the linking retriever.
