@@ -856,3 +856,14 @@ def fake_chat_server(content: Any) -> Iterator[FakeChat]:  # noqa: ANN401 - Call
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def chat_fixture(content: Any) -> Any:  # noqa: ANN401 - a pytest fixture
+    """A module-scoped ``chat`` fixture: :func:`fake_chat_server` answering with ``content(mode)``."""
+
+    @pytest.fixture(scope="module")
+    def chat() -> Iterator[FakeChat]:
+        with fake_chat_server(content) as fake:
+            yield fake
+
+    return chat

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 
 import helpers
 import pytest
@@ -25,15 +24,7 @@ def _content(mode: str) -> str:
     }.get(mode, "")
 
 
-@pytest.fixture(scope="module")
-def chat() -> Iterator[helpers.FakeChat]:
-    with helpers.fake_chat_server(_content) as fake:
-        yield fake
-
-
-@pytest.fixture
-def server(chat: helpers.FakeChat) -> str:
-    return chat.url
+chat = helpers.chat_fixture(_content)
 
 
 def test_good_reply_gives_five_sets_of_three_and_the_request_is_openai_shaped(chat: helpers.FakeChat, rules: RulesDecomposer) -> None:
@@ -48,8 +39,8 @@ def test_good_reply_gives_five_sets_of_three_and_the_request_is_openai_shaped(ch
     assert "5 sets of 3" in messages[0]["content"]
 
 
-def test_fenced_bare_list_reply_is_accepted(server: str, rules: RulesDecomposer) -> None:
-    d = EndpointDecomposer(f"{server}/fenced/v1/chat/completions", rules, timeout=5).decompose(QUESTION)
+def test_fenced_bare_list_reply_is_accepted(chat: helpers.FakeChat, rules: RulesDecomposer) -> None:
+    d = EndpointDecomposer(f"{chat.url}/fenced/v1/chat/completions", rules, timeout=5).decompose(QUESTION)
     assert d.source == "endpoint" and d.sentences == GOOD["sets"]
 
 
@@ -57,8 +48,8 @@ def test_fenced_bare_list_reply_is_accepted(server: str, rules: RulesDecomposer)
     ("mode", "says"),
     [("malformed", "not JSON"), ("notchat", "not a chat-completions response"), ("error", "500"), ("slow", "timed out")],
 )
-def test_failures_fall_back_to_rules_with_a_warning(server: str, rules: RulesDecomposer, mode: str, says: str) -> None:
-    d = EndpointDecomposer(f"{server}/{mode}/v1", rules, timeout=0.5).decompose(QUESTION)
+def test_failures_fall_back_to_rules_with_a_warning(chat: helpers.FakeChat, rules: RulesDecomposer, mode: str, says: str) -> None:
+    d = EndpointDecomposer(f"{chat.url}/{mode}/v1", rules, timeout=0.5).decompose(QUESTION)
     assert d.source == "rules" and d.shape == "conjunction"  # the rules' answer, not an empty one
     assert [s.text for s in d.sub_questions] == ["Who directed Jaws?", "Who produced Jurassic Park?"]
     [warning] = d.warnings

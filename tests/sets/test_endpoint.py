@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import helpers
@@ -38,15 +37,7 @@ def _content(mode: str) -> str:
     return '{"template": "_", "atoms": ["unterminated'
 
 
-@pytest.fixture(scope="module")
-def chat() -> Iterator[helpers.FakeChat]:
-    with helpers.fake_chat_server(_content) as fake:
-        yield fake
-
-
-@pytest.fixture
-def server(chat: helpers.FakeChat) -> str:
-    return chat.url
+chat = helpers.chat_fixture(_content)
 
 
 def _endpoint(url: str, timeout: float = 5.0) -> EndpointSetParser:
@@ -54,9 +45,8 @@ def _endpoint(url: str, timeout: float = 5.0) -> EndpointSetParser:
 
 
 def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(chat: helpers.FakeChat) -> None:
-    server = chat.url
     chat.requests.clear()
-    r = _endpoint(f"{server}/good/v1").parse(QUERY)
+    r = _endpoint(f"{chat.url}/good/v1").parse(QUERY)
     assert r.parser == "endpoint" and not r.fallback and r.notes == ()
     assert r.template == "_ that are also _ but not _"
     assert r.constraints == ["Afrotropical birds", "Birds of Kenya", "Sandpipers"]
@@ -71,7 +61,7 @@ def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(chat: he
     body = req["body"]
     assert [m["role"] for m in body["messages"]] == ["system", "user"] and body["messages"][1]["content"] == QUERY
     assert body["response_format"]["json_schema"]["schema"] == SCHEMA and body["temperature"] == 0
-    assert _endpoint(f"{server}/fenced/v1/chat/completions").parse(QUERY).constraints == r.constraints
+    assert _endpoint(f"{chat.url}/fenced/v1/chat/completions").parse(QUERY).constraints == r.constraints
 
 
 @pytest.mark.parametrize(
@@ -87,8 +77,8 @@ def test_a_valid_answer_is_the_parse_and_the_request_carries_the_schema(chat: he
         ("slow", "timed out"),
     ],
 )
-def test_failures_fall_back_to_the_rules_saying_why(server: str, mode: str, says: str) -> None:
-    r = _endpoint(f"{server}/{mode}/v1", timeout=0.5).parse(QUERY)
+def test_failures_fall_back_to_the_rules_saying_why(chat: helpers.FakeChat, mode: str, says: str) -> None:
+    r = _endpoint(f"{chat.url}/{mode}/v1", timeout=0.5).parse(QUERY)
     rules = RuleSetParser().parse(QUERY)
     assert r.parser == "rules" and r.constraints == rules.constraints and r.rules == rules.rules  # the rules' parse
     assert says in r.notes[0] and "used the rules parser" in r.notes[0] and r.notes[1:] == rules.notes
@@ -124,23 +114,23 @@ def test_registry_and_parsers_agree() -> None:
     assert spec.param("parser_url").type == "path" and not spec.param("parser_url").http  # server-side only
 
 
-def test_the_sets_method_uses_the_endpoint_and_traces_a_fallback(server: str, shared_root: Path) -> None:
+def test_the_sets_method_uses_the_endpoint_and_traces_a_fallback(chat: helpers.FakeChat, shared_root: Path) -> None:
     col = open_collection(shared_root)
     r = get_retriever("sets", col)
-    res = r.search(QUERY, k=3, parser="endpoint", parser_url=f"{server}/good/v1")
+    res = r.search(QUERY, k=3, parser="endpoint", parser_url=f"{chat.url}/good/v1")
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["parser"] == "endpoint" and parse["constraints"] == ANSWERS["good"]["atoms"]
-    res = r.search(QUERY, k=3, parser="endpoint", parser_url=f"{server}/error/v1")
+    res = r.search(QUERY, k=3, parser="endpoint", parser_url=f"{chat.url}/error/v1")
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["parser"] == "rules" and "HTTP 500" in parse["notes"][0]
 
 
-def test_cli_parse_with_the_endpoint_and_explain(server: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sets", "parse", "--parser", "endpoint", "--parser-url", f"{server}/good/v1", "--json", QUERY]) == 0
+def test_cli_parse_with_the_endpoint_and_explain(chat: helpers.FakeChat, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sets", "parse", "--parser", "endpoint", "--parser-url", f"{chat.url}/good/v1", "--json", QUERY]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["parser"] == "endpoint" and data["rules"][0]["rule"] == "endpoint-answer"
     assert main(["sets", "parse", "--explain", "Orchid genera of Brazil"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[out.index("how it was read:") + 1] == "  ∩ head-without-place-categories: 'Orchid genera of Brazil' -> [Flora of Brazil]"
-    assert main(["sets", "parse", "--parser-url", f"{server}/good/v1", QUERY]) == 2  # a URL without the endpoint
+    assert main(["sets", "parse", "--parser-url", f"{chat.url}/good/v1", QUERY]) == 2  # a URL without the endpoint
     assert "--parser-url is for --parser endpoint" in capsys.readouterr().err
