@@ -15,13 +15,22 @@ is only a safety cap). The heads are trained once into ``--heads`` and reused.
   ``fetchhr``'s defaults (``last_share`` 0.67 of the budget to the last
   layer, which queries with the encoder's own vector: ``last_layer=encoder``).
   The targets are judged on the defaults, and reported for both.
+* Beside those budget figures, top-k at every cut (1, 5, 10, 20, 30, 60, 120) of the ranked lists:
+  dense's, and fetchhr's at budgets 30 / 60 / 120 (its defaults; the same sets in their layers' order,
+  ``rank=layer``, the order before issue 37; the paper's setting ranked by the encoder), on both indexes;
+  and the candidate rankings of the defaults' set at budget 60 (the encoder's own vector, the layers'
+  scores, the encoder's score mixed with the heads' mean), which chose ``rank=encoder``.
 * Table 4: allocations at budget 60: last layer only, first + last, 1/3/6, all six, the default
-  split, each with the last layer's head and with the encoder's own vector.
+  split, each with the last layer's head and with the encoder's own vector; and fewer heads (1, 1+3,
+  1+2+3) beside the last layer at the default share (the heads cost about what the encoder does).
 * Figure 3: top-10 and top-60 accuracy of each layer retrieving alone.
 * Figure 4: support per layer: answer-containing passages each layer adds beyond the earlier layers.
 * Training cost (from ``hiera-train.json``) and search latency per query through the real
-  retriever on a sample (``--latency-sample``), whose hit sets are checked to equal the batched
-  searches this script scores with.
+  retrievers at k = 60 on a sample (``--latency-sample``), dense and fetchhr alternating, each step
+  from their traces (encode, heads, search, exclusion, rank, hits); fetchhr's ranked lists are
+  checked to equal the batched ones this script scores.
+* Targets (issue 37, at budget 60 on the ranked list): top-1 and top-10 ≥ dense − 1, top-60 ≥ dense
+  − 0.5 on Flat and ≥ dense + 1 on IVF, p50 ≤ 2 × dense's p50 in the same run.
 
 The defaults were chosen with ``--complement``: the same tables over the dev
 questions *outside* the sample (4,696), never over the reported ones.
@@ -51,6 +60,8 @@ from hiera.fetchhr.layers import parse_k_per_layer
 from hiera.spec import method
 
 BUDGETS = (30, 60, 120)
+CUTS = (1, 5, 10, 20, 30, 60, 120)  # top-k of the ranked lists, beside the budget figures
+FUSED_ALPHAS = (0.2, 0.5)  # candidate rankings: the encoder score mixed with the heads' mean
 LAST_SHARE = float(method("fetchhr").defaults()["last_share"])  # the registry's default: the last layer's share
 ALLOCATIONS = {  # Table 4 at budget 60: name → (layers, k per layer)
     "last layer only": ([6], [60]),
@@ -58,6 +69,7 @@ ALLOCATIONS = {  # Table 4 at budget 60: name → (layers, k per layer)
     "1, 3, 6": ([1, 3, 6], [20, 20, 20]),
     "all six": ([1, 2, 3, 4, 5, 6], [10] * 6),
 }
+FEWER_HEADS = ([1], [1, 3], [1, 2, 3])  # Table 4: these heads + the last layer, at the default share
 # The paper's figures (BERT-base, 12 layers, NQ/TriviaQA-scale corpora): only the deltas carry over.
 PAPER = {
     "table1": "top-120: FetchHR − DPR = +2.2 points on an IVF index, ±0 on a flat index",
@@ -87,31 +99,54 @@ def train_heads(col_root: Path, out: Path, steps: int, lr: float, minutes: float
 
 
 # -- batched FetchHR over many questions (the retriever does one question at a time) -------------------------
-def fetch_all(index, vecs: dict[int, np.ndarray], layers: Sequence[int], budgets: Sequence[int]) -> list[list[tuple[int, int]]]:
-    """For every question, [(passage position, layer)] as ``fetchhr`` returns them (exclusion, growing depth).
+def fetch_all(index, vecs: dict[int, np.ndarray], layers: Sequence[int], budgets: Sequence[int]) -> list[list[Any]]:
+    """For every question, its layers' fetches (:class:`~hiera.fetchhr.exclude.LayerFetch`) as ``fetchhr`` makes them.
 
-    Layer ℓ is searched for all questions at once with depth k_ℓ + Σ earlier budgets (enough on an
-    exact index); a question still short (an approximate index) is redone alone with the retriever's
-    own :func:`~hiera.fetchhr.exclude.fetch_new`.
+    Each layer is searched for all questions at once, at the depth of the retriever's one batched search
+    (:func:`~hiera.fetchhr.exclude.shared_depth`); each question's rows then go through the retriever's own
+    exclusion (:func:`~hiera.fetchhr.exclude.fetch_layers`), which searches again, alone, a layer an
+    approximate index left short.
     """
-    from hiera.fetchhr.exclude import fetch_new
+    from hiera.fetchhr.exclude import fetch_layers, shared_depth
     from hiera.index.dense import faiss_search
 
-    n = len(next(iter(vecs.values())))
-    seen: list[set[int]] = [set() for _ in range(n)]
-    got: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for j, (layer, k) in enumerate(zip(layers, budgets, strict=True)):
-        depth = min(int(index.ntotal), k + sum(budgets[:j]))
-        ids, _ = faiss_search(index, vecs[layer], depth)
-        for i in range(n):
-            new = [int(p) for p in ids[i] if p >= 0 and int(p) not in seen[i]][:k]
-            if len(new) < k and depth < index.ntotal and (ids[i] >= 0).sum() == depth:
-                seen_before = set(seen[i])
-                f = fetch_new(index, vecs[layer][i], k, seen_before, layer=layer)
-                new = [int(p) for p in f.positions]
-            seen[i].update(new)
-            got[i] += [(p, layer) for p in new]
-    return got
+    active = [(n, b) for n, b in zip(layers, budgets, strict=True) if b > 0]
+    depth = shared_depth([b for _, b in active], int(index.ntotal))
+    found = {n: faiss_search(index, vecs[n], depth) for n, _ in active}
+    out = []
+    for i in range(len(vecs[active[0][0]])):
+        q = np.stack([vecs[n][i] for n, _ in active])
+        rows = (np.stack([found[n][0][i] for n, _ in active]), np.stack([found[n][1][i] for n, _ in active]))
+        out.append(fetch_layers(index, q, [b for _, b in active], [n for n, _ in active], found=rows))
+    return out
+
+
+def fetched_sets(fetched: list[list[Any]]) -> list[list[int]]:
+    """Each question's fetched union in fetch order (its top-(L×k) does not depend on the order)."""
+    return [[int(p) for f in fl for p in f.positions] for fl in fetched]
+
+
+def ranked_lists(col: Any, fetched: list[list[Any]], how: str, own: np.ndarray,
+                 heads: dict[int, np.ndarray] | None = None, alpha: float = 0.0) -> list[list[int]]:
+    """Each question's union in ``fetchhr``'s order (``encoder``, ``layer``: :mod:`hiera.fetchhr.rank`), or a candidate's.
+
+    ``fused`` (a candidate the default was chosen against): (1 − ``alpha``) · the encoder's own score +
+    ``alpha`` · the mean of the heads' scores, every layer's query vector against every fetched passage.
+    """
+    from hiera.fetchhr.rank import order, union
+
+    out = []
+    for i, fl in enumerate(fetched):
+        u = union(fl)
+        if how == "layer":
+            s = u.layer_scores
+        else:
+            s = col.passage_scores(u.positions, own[i])
+            if how == "fused" and heads:
+                rows = np.asarray(col.passage_vectors[u.positions], dtype=np.float32)
+                s = (1 - alpha) * s + alpha * np.mean([rows @ heads[n][i] for n in heads], axis=0)
+        out.append([int(p) for p in u.positions[order(s)]])
+    return out
 
 
 def _frac(percent: float) -> float:
@@ -121,6 +156,11 @@ def _frac(percent: float) -> float:
 
 def accuracy(sets: list[Sequence[int]], judge) -> float:
     return 100.0 * sum(any(judge(i, p) for p in s) for i, s in enumerate(sets)) / max(1, len(sets))
+
+
+def at_cuts(lists: list[Sequence[int]], judge, upto: int) -> dict[str, float]:
+    """Top-c answer accuracy (%) of ranked lists at every cut of :data:`CUTS` up to ``upto``."""
+    return {f"top{c}": accuracy([s[:c] for s in lists], judge) for c in CUTS if c <= upto}
 
 
 def main() -> None:
@@ -147,6 +187,9 @@ def main() -> None:
     ap.add_argument("--name", default="fetchhr")
     args = ap.parse_args()
 
+    from hiera.models import passive_threads
+
+    passive_threads()  # as the CLI does, before torch and FAISS load: the latencies are the CLI's and the server's
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.fetchhr.model import FetchHRModel
@@ -207,17 +250,23 @@ def main() -> None:
     def default_split(b: int) -> list[int]:
         return parse_k_per_layer(None, len(layers), b, LAST_SHARE)
 
-    # Table 1
-    t1_rows, t1 = [], {}
+    # Table 1: the budget figures (top-(L×k), the fetched set) and, beside them, top-k at every cut of the ranked list
+    t1_rows, t1, topk, topk_rows, ranking, ranking_rows = [], {}, {}, [], {}, []
+    heads_only = {n: v for n, v in heads_v.items() if n != max(free_v)}  # the heads fetchhr's defaults run
     for iname, index in indexes.items():
-        dense_ids, _ = faiss_search(index, dense_v, max(BUDGETS))
-        t1[iname] = {}
+        dense_ids, _ = faiss_search(index, dense_v, max(CUTS))
+        dense_lists = [[int(p) for p in row if p >= 0] for row in dense_ids]
+        t1[iname], topk[iname], ranking[iname] = {}, {"dense": at_cuts(dense_lists, judge, max(CUTS))}, {}
+        topk_rows.append({"index": iname, "method": "dense", "budget": "–",
+                          **{k: round(v, 1) for k, v in topk[iname]["dense"].items()}})
         for b in BUDGETS:
-            d = accuracy([[int(p) for p in row[:b] if p >= 0] for row in dense_ids], judge)
+            d = accuracy([s[:b] for s in dense_lists], judge)
             per = [b // len(layers)] * len(layers)
-            f = accuracy([[p for p, _ in s] for s in fetch_all(index, heads_v, layers, per)], judge)
-            u = accuracy([[p for p, _ in s] for s in fetch_all(index, free_v, layers, per)], judge)
-            g = accuracy([[p for p, _ in s] for s in fetch_all(index, own_v, layers, default_split(b))], judge)
+            paper = fetch_all(index, heads_v, layers, per)
+            f = accuracy(fetched_sets(paper), judge)
+            u = accuracy(fetched_sets(fetch_all(index, free_v, layers, per)), judge)
+            defaults = fetch_all(index, own_v, layers, default_split(b))
+            g = accuracy(fetched_sets(defaults), judge)
             t1[iname][str(b)] = {"dense": _frac(d), "fetchhr": _frac(f), "fetchhr_untrained": _frac(u),
                                  "delta_points": round(f - d, 2), "fetchhr_defaults": _frac(g),
                                  "defaults_delta_points": round(g - d, 2)}
@@ -226,15 +275,37 @@ def main() -> None:
                             "defaults": round(g, 1), "defaults Δ": round(g - d, 1),
                             "default split": ",".join(map(str, default_split(b)))})
             print(t1_rows[-1], flush=True)
+            # the ranked lists: fetchhr's defaults (rank=encoder), the same set in its layers' order (rank=layer,
+            # the order before issue 37) and the paper's setting ranked by the encoder
+            lists = {"defaults": ranked_lists(col, defaults, "encoder", dense_v),
+                     "defaults, rank=layer": ranked_lists(col, defaults, "layer", dense_v),
+                     "paper setting": ranked_lists(col, paper, "encoder", dense_v)}
+            for name, ls in lists.items():
+                cuts = at_cuts(ls, judge, b)
+                topk[iname].setdefault(name, {})[str(b)] = cuts
+                topk_rows.append({"index": iname, "method": name, "budget": b, **{k: round(v, 1) for k, v in cuts.items()}})
+            if b == 60:  # the candidate rankings of the defaults' set (the default was chosen on --complement)
+                cands = {"encoder": lists["defaults"], "layer": lists["defaults, rank=layer"],
+                         **{f"fused alpha={a}": ranked_lists(col, defaults, "fused", dense_v, heads_only, a)
+                            for a in FUSED_ALPHAS}}
+                for name, ls in cands.items():
+                    ranking[iname][name] = at_cuts(ls, judge, b)
+                    ranking_rows.append({"index": iname, "ranking": name,
+                                         **{k: round(v, 1) for k, v in ranking[iname][name].items()}})
+        print(topk_rows[-len(BUDGETS) * 3 - 1:], flush=True)
 
     # Table 4
     t4_rows, t4 = [], {}
     for iname, index in indexes.items():
         t4[iname] = {}
-        allocations = {**ALLOCATIONS, "default split": (layers, default_split(60))}
+        allocations = {**ALLOCATIONS, "default split": (layers, default_split(60)),
+                       # fewer heads at the default share: the heads cost about as much as the encoder (issue 37)
+                       **{f"{','.join(map(str, ls))} + last, default share":
+                          ([*ls, layers[-1]], parse_k_per_layer(None, len(ls) + 1, 60, LAST_SHARE))
+                          for ls in FEWER_HEADS}}
         for name, (ls, ks) in allocations.items():
-            acc = accuracy([[p for p, _ in s] for s in fetch_all(index, heads_v, ls, ks)], judge)
-            own = accuracy([[p for p, _ in s] for s in fetch_all(index, own_v, ls, ks)], judge)
+            acc = accuracy(fetched_sets(fetch_all(index, heads_v, ls, ks)), judge)
+            own = accuracy(fetched_sets(fetch_all(index, own_v, ls, ks)), judge)
             t4[iname][name] = _frac(acc)
             t4[iname][name + ", encoder's last layer"] = _frac(own)
             t4_rows.append({"index": iname, "allocation": name, "layers": ",".join(map(str, ls)),
@@ -265,33 +336,51 @@ def main() -> None:
         for b in (60, 120):
             got = fetch_all(index, heads_v, layers, [b // len(layers)] * len(layers))
             f4[iname][str(b)] = {
-                str(n): round(sum(judge(i, p) for i, s in enumerate(got) for p, ly in s if ly == n) / len(got), 3)
+                str(n): round(sum(judge(i, int(p)) for i, fl in enumerate(got) for f in fl if f.layer == n
+                                  for p in f.positions) / len(got), 3)
                 for n in layers
             }
     f4_rows = [{"index": i, "budget": b, **{f"layer{n}": v for n, v in d.items()}} for i, bd in f4.items() for b, d in bd.items()]
 
-    latency = _latency(args, col, indexes, dev, own_v, layers, default_split(60))
+    latency = _latency(args, col, indexes, dev, own_v, dense_v, layers, default_split(60))
     train = _training(args.heads)
     ivf_name = list(indexes)[1]
-    targets = {
+    targets: dict[str, Any] = {
         "ivf_budget60_fetchhr_minus_dense": t1[ivf_name]["60"]["defaults_delta_points"],
         "flat_budget60_fetchhr_minus_dense": t1["Flat"]["60"]["defaults_delta_points"],
         "paper_setting_ivf_budget60_minus_dense": t1[ivf_name]["60"]["delta_points"],
         "paper_setting_flat_budget60_minus_dense": t1["Flat"]["60"]["delta_points"],
-        "judged_on": "fetchhr's defaults (last_share 0.67, last_layer encoder); paper_setting_*: even split, heads",
+        "judged_on": "fetchhr's defaults (last_share 0.67, last_layer encoder, rank encoder); paper_setting_*: "
+                     "even split, heads",
     }
     targets["ivf_met"] = targets["ivf_budget60_fetchhr_minus_dense"] >= 1.0
     targets["flat_met"] = targets["flat_budget60_fetchhr_minus_dense"] >= -0.5
+    for iname, top60_bound in (("Flat", -0.5), (ivf_name, 1.0)):  # issue 37: the ranked list at budget 60
+        d, f = topk[iname]["dense"], topk[iname]["defaults"]["60"]
+        lat = latency[iname]
+        t = {"top1_minus_dense": round(f["top1"] - d["top1"], 2), "top10_minus_dense": round(f["top10"] - d["top10"], 2),
+             "top60_minus_dense": round(f["top60"] - d["top60"], 2),
+             "p50_ratio_to_dense": round(lat["fetchhr_total_ms_p50"] / lat["dense_total_ms_p50"], 2)}
+        t["met"] = {"top1>=dense-1": t["top1_minus_dense"] >= -1, "top10>=dense-1": t["top10_minus_dense"] >= -1,
+                    f"top60>=dense{top60_bound:+g}": t["top60_minus_dense"] >= top60_bound,
+                    "p50<=2x dense": t["p50_ratio_to_dense"] <= 2}
+        targets[f"ranked_budget60 {iname}"] = t
 
     print("\nTable 1: top-(L×k) answer accuracy (%), fetchhr (6 layers) vs dense; paper:", PAPER["table1"])
     print(table(t1_rows))
+    print("\nTop-k at every cut (%) of the ranked lists (fetchhr at budgets 30/60/120; dense's one list)")
+    print(table(topk_rows, ["index", "method", "budget", *[f"top{c}" for c in CUTS]]))
+    print("\nRankings of the defaults' set at budget 60 (the same set; fetchhr ranks by the encoder)")
+    print(table(ranking_rows, ["index", "ranking", *[f"top{c}" for c in CUTS if c <= 60]]))
     print("\nTable 4: allocations at budget 60")
     print(table(t4_rows))
     print("\nFigure 3: each layer alone (top-10 / top-60 %)")
     print(table(f3_rows))
     print("\nFigure 4: answer-containing passages each layer adds (mean per question)")
     print(table(f4_rows))
-    print("\nLatency (ms per query, one query at a time, p50):", latency["summary"])
+    print("\nLatency (ms per query, one query at a time, p50; k = 60):")
+    print(table(latency["rows"], ["index", "method", "total p50", "encode", "heads", "search", "exclude", "rank",
+                                  "hits and the rest"]))
     print("Training:", {k: train.get(k) for k in ("steps", "train_seconds", "peak_rss_mb", "head_parameters")})
     print("Targets:", targets)
 
@@ -299,18 +388,30 @@ def main() -> None:
     path = write_json(args.name, {
         "corpus": {"passages": col.n_passages, "root": str(args.root),
                    "passage_encoder": col.manifest.models["passage"].get("path") or col.manifest.models["passage"].get("name")},
-        "questions": len(dev), "heads": str(args.heads),
+        "questions": len(dev), "complement": args.complement, "heads": str(args.heads),
         "ivf": {"factory": args.ivf, "nprobe": args.nprobe, "build_seconds": round(ivf_s, 1)},
         "query_vectors_seconds": {"heads_and_mean_pooled": round(t_heads, 1), "dense_estimated": round(t_dense, 1)},
-        "table1": t1, "table4": t4, "figure3": f3, "figure4": f4, "latency": latency, "training": train,
+        "table1": t1, "topk": {i: {m: _fracs(v) for m, v in d.items()} for i, d in topk.items()},
+        "ranking": {i: {m: _fracs(v) for m, v in d.items()} for i, d in ranking.items()},
+        "table4": t4, "figure3": f3, "figure4": f4, "latency": latency, "training": train,
         "targets": targets, "paper": PAPER, "plots": [str(p) for p in plots],
-        "rows": {"table1": t1_rows, "table4": t4_rows, "figure3": f3_rows, "figure4": f4_rows},
+        "rows": {"table1": t1_rows, "topk": topk_rows, "ranking": ranking_rows, "table4": t4_rows,
+                 "figure3": f3_rows, "figure4": f4_rows},
     })
     print(f"\nwrote {path}")
 
 
+def _fracs(d: dict[str, Any]) -> dict[str, Any]:
+    """``{"top1": 61.7, …}`` in % → fractions; nested by budget where the lists have one."""
+    return {k: _fracs(v) if isinstance(v, dict) else _frac(v) for k, v in d.items()}
+
+
 def _batched(model: Any, texts: Sequence[str], size: int = 128) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """Every layer's query vector through the heads and mean-pooled (untrained heads), from one encoder pass."""
+    """Every layer's query vector through the heads and mean-pooled (untrained heads), from one encoder pass.
+
+    The heads run as the trainer's module here (:class:`~hiera.fetchhr.rnet.RNetSet`), the retriever runs
+    them stacked: the latency check's list comparison covers the two.
+    """
     import torch
 
     from hiera.fetchhr.model import mean_pool
@@ -327,49 +428,62 @@ def _batched(model: Any, texts: Sequence[str], size: int = 128) -> tuple[dict[in
     return ({n: np.concatenate(p) for n, p in heads.items()}, {n: np.concatenate(p) for n, p in free.items()})
 
 
-def _latency(args, col, indexes: dict, dev, vecs: dict, layers: list[int], split: list[int]) -> dict[str, Any]:
-    """Per-query timings through the real retrievers at their defaults, and a check that they fetch what
-    ``fetch_all`` scored (``vecs``, ``split``: the defaults' query vectors and budgets at k = 60)."""
+STEPS = {"encode-query": "encode", "heads": "heads", "search": "search", "dense-passages": "search", "rank": "rank"}
+
+
+def _latency(args, col, indexes: dict, dev, vecs: dict, own: np.ndarray, layers: list[int],
+             split: list[int]) -> dict[str, Any]:
+    """Per-query timings through the real retrievers at their defaults (k = 60), step by step from their traces,
+    and a check that ``fetchhr`` returns the very list the tables scored (``vecs``, ``split``: the defaults' query
+    vectors and budgets at k = 60, ranked by ``own``). Dense and fetchhr alternate, query by query."""
     from hiera.builds import open_collection
     from hiera.retrieve import get_retriever
 
-    out: dict[str, Any] = {"sample": args.latency_sample, "summary": {}}
+    out: dict[str, Any] = {"sample": args.latency_sample, "summary": {}, "rows": []}
     sample = dev[: args.latency_sample]
     for iname, index in indexes.items():
         c = open_collection(args.root)
         c.__dict__["passage_faiss"] = index  # the benchmark's IVF index in place of the build's Flat one
         fr = get_retriever("fetchhr", c, model=str(args.heads))
         dr = get_retriever("dense", c)
-        fr.search("warm up", k=60), dr.search("warm up", k=60)
-        totals, encode, layer_ms, grew, dense_ms = [], [], {n: [] for n in layers}, {n: [] for n in layers}, []
+        for _ in range(3):
+            fr.search("warm up", k=60), dr.search("warm up", k=60)
+        steps: dict[str, dict[str, list[float]]] = {"fetchhr": {}, "dense": {}}
+        totals: dict[str, list[float]] = {"fetchhr": [], "dense": []}
+        grew: dict[int, list[int]] = {n: [] for n in layers}
         mismatches = 0
-        batched = fetch_all(index, {n: v[: len(sample)] for n, v in vecs.items()}, layers, split)
+        fetched = fetch_all(index, {n: v[: len(sample)] for n, v in vecs.items()}, layers, split)
+        batched = ranked_lists(col, fetched, "encoder", own[: len(sample)])
         for i, q in enumerate(sample):
-            t = time.perf_counter()
-            res = fr.search(q.text, k=60)
-            totals.append((time.perf_counter() - t) * 1000)
-            for s in res.trace:
-                if s.name == "encode-query":
-                    encode.append(s.ms)
-                elif s.name.startswith("layer"):
-                    layer_ms[s.detail["layer"]].append(s.ms)
-                    grew[s.detail["layer"]].append(s.detail["k_grew_to"])
-            if {h.passage_id for h in res.hits} != {p.id for p in col.passages_at([p for p, _ in batched[i]])}:
-                mismatches += 1
-            t = time.perf_counter()
-            dr.search(q.text, k=60)
-            dense_ms.append((time.perf_counter() - t) * 1000)
+            for name in (("fetchhr", "dense") if i % 2 else ("dense", "fetchhr")):
+                r = fr if name == "fetchhr" else dr
+                t = time.perf_counter()
+                res = r.search(q.text, k=60)
+                totals[name].append((time.perf_counter() - t) * 1000)
+                per: dict[str, float] = {}
+                for s in res.trace:
+                    key = "exclude" if s.name.startswith("layer") else STEPS.get(s.name, s.name)
+                    per[key] = per.get(key, 0.0) + s.ms
+                    if s.name.startswith("layer") and "k_grew_to" in s.detail:
+                        grew[s.detail["layer"]].append(s.detail["k_grew_to"])
+                per["hits and the rest"] = totals[name][-1] - sum(per.values())
+                for key, ms in per.items():
+                    steps[name].setdefault(key, []).append(ms)
+                if name == "fetchhr" and [h.passage_id for h in res.hits] != [p.id for p in col.passages_at(batched[i])]:
+                    mismatches += 1
+        p50 = {name: round(statistics.median(v), 1) for name, v in totals.items()}
         out[iname] = {
-            "fetchhr_total_ms_p50": round(statistics.median(totals), 1),
-            "fetchhr_encode_and_heads_ms_p50": round(statistics.median(encode), 1),
-            "fetchhr_layer_search_ms_p50": {str(n): round(statistics.median(v), 2) for n, v in layer_ms.items()},
-            "fetchhr_k_grew_to_mean": {str(n): round(float(np.mean(v)), 1) for n, v in grew.items()},
-            "dense_total_ms_p50": round(statistics.median(dense_ms), 1),
-            "hit_sets_differing_from_batched": mismatches,
+            "fetchhr_total_ms_p50": p50["fetchhr"], "dense_total_ms_p50": p50["dense"],
+            "ratio": round(p50["fetchhr"] / p50["dense"], 2),
+            "steps_ms_p50": {name: {k: round(statistics.median(v), 2) for k, v in d.items()} for name, d in steps.items()},
+            "fetchhr_k_grew_to_mean": {str(n): round(float(np.mean(v)), 1) for n, v in grew.items() if v},
+            "hit_lists_differing_from_batched": mismatches,
         }
-        out["summary"][iname] = (f"fetchhr {out[iname]['fetchhr_total_ms_p50']} "
-                                 f"(encode+heads {out[iname]['fetchhr_encode_and_heads_ms_p50']}), "
-                                 f"dense {out[iname]['dense_total_ms_p50']}; mismatches {mismatches}")
+        for name in ("dense", "fetchhr"):
+            out["rows"].append({"index": iname, "method": name, "total p50": p50[name],
+                                **out[iname]["steps_ms_p50"][name]})
+        out["summary"][iname] = (f"fetchhr {p50['fetchhr']}, dense {p50['dense']} ({out[iname]['ratio']}×); "
+                                 f"lists differing from the batched ones: {mismatches}")
     return out
 
 

@@ -389,7 +389,12 @@ METHODS: dict[str, MethodSpec] = {
                       "fetchhr: the final encoder layer's query vector: the encoder's own (dense's) or its "
                       "trained head", choices=("encoder", "head")),
                 Param("single_layer", "int", None,
-                      "fetchhr: retrieve from this layer alone, without exclusion", min=1, max=12),
+                      "fetchhr: retrieve from this layer alone, without exclusion, ranked by its own score",
+                      min=1, max=12),
+                Param("rank", "str", "encoder",
+                      "fetchhr: how the fetched union is ordered: every passage scored by the encoder's own query "
+                      "vector (encoder), or by the score of the layer that fetched it (layer: not comparable "
+                      "across layers; the order before issue 37)", choices=("encoder", "layer")),
             ),
             requires=("dense",),
         ),

@@ -10,8 +10,9 @@ from helpers import TOPIC_QUERIES
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
+from hiera.fetchhr.exclude import fetch_new
 from hiera.fetchhr.layers import parse_k_per_layer
-from hiera.index.dense import faiss_search
+from hiera.index.dense import build_faiss, faiss_module, faiss_search
 from hiera.retrieve import get_retriever
 
 QUERY = TOPIC_QUERIES["jazz"]
@@ -118,3 +119,134 @@ def test_k_below_the_number_of_layers_goes_to_the_last_layers(fetchhr) -> None:
     assert parse_k_per_layer(None, 6, 3) == [0, 0, 0, 1, 1, 1]
     assert parse_k_per_layer(None, 6, 3, 0.67) == [0, 0, 0, 0, 1, 2]
     assert parse_k_per_layer(None, 6, 1, 0.67) == [0, 0, 0, 0, 0, 1]
+
+
+# -- issue 37: one ranking of the union, one batched search ---------------------------------------------------
+@pytest.fixture(scope="module")
+def position(col: Collection) -> dict[str, int]:
+    """Passage id → its row in the vector matrix."""
+    return {p.id: i for i, p in enumerate(col.passages_at(list(range(col.n_passages))))}
+
+
+def test_the_union_is_ranked_by_the_encoders_own_vector(fetchhr, col: Collection, position) -> None:
+    own = col.passage_encoder.encode_query(QUERY)  # model-free: the final layer's mean pooling is dense's vector
+    res = fetchhr.search(QUERY, k=12, k_per_layer="2")
+    pos = np.asarray([position[h.passage_id] for h in res.hits])
+    np.testing.assert_allclose([h.score for h in res.hits], col.passage_scores(pos, own), atol=1e-4)
+    assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
+    assert [h.rank for h in res.hits] == list(range(1, 13))
+    # the first layers no longer come first: the list interleaves the layers
+    assert [_layer(h) for h in res.hits] != sorted(_layer(h) for h in res.hits)
+    # rank=layer: the same set, in the order of each layer's own score
+    by_layer = fetchhr.search(QUERY, k=12, k_per_layer="2", rank="layer")
+    assert {h.passage_id for h in by_layer.hits} == {h.passage_id for h in res.hits}
+    assert [h.score for h in by_layer.hits] == [h.stages[f"layer{_layer(h)}"].score for h in by_layer.hits]
+    steps = {s.name: s for s in res.trace}
+    assert steps["rank"].detail == {"by": "encoder", "candidates": 12}
+
+
+def test_each_hit_keeps_its_layer_score_and_rank_there(fetchhr, col: Collection, position) -> None:
+    res = fetchhr.search(QUERY, k=12, k_per_layer="2")
+    vecs = fetchhr.model(None).query_vectors([QUERY], list(range(1, 7)))
+    ranks: dict[int, list[int]] = {}
+    for h in res.hits:
+        n = _layer(h)
+        stage = h.stages[f"layer{n}"]
+        own_score = col.passage_scores(np.asarray([position[h.passage_id]]), vecs[n][0])[0]
+        assert stage.score == pytest.approx(float(own_score), abs=1e-4)
+        ranks.setdefault(n, []).append(stage.rank)
+    assert {n: sorted(r) for n, r in ranks.items()} == dict.fromkeys(range(1, 7), [1, 2])
+
+
+def test_the_default_split_puts_denses_top_first(fetchhr, col: Collection) -> None:
+    # the last layer queries with the encoder's own vector and fetches 8 of 12 after the others took theirs, so the
+    # union holds dense's top 8, and ranked by that same vector its first 8 are dense's
+    dense = get_retriever("dense", col).search(QUERY, k=8)
+    res = fetchhr.search(QUERY, k=12, layers="1-3")
+    assert [h.passage_id for h in res.hits[:8]] == [h.passage_id for h in dense.hits]
+    np.testing.assert_allclose([h.score for h in res.hits[:8]], [h.score for h in dense.hits], atol=1e-4)
+
+
+def test_one_batched_search_serves_every_layer(fetchhr, col: Collection) -> None:
+    res = fetchhr.search(QUERY, k=12, k_per_layer="2")
+    names = [s.name for s in res.trace]
+    assert names == ["encode-query", "heads", "search", *[f"layer{n}" for n in range(1, 7)], "rank"]
+    search = res.trace[2]
+    assert search.detail["queries"] == 6 and search.detail["depth"] == 12
+    assert all(s.detail["searches"] == 0 for s in res.trace if s.name.startswith("layer"))  # exact: no re-search
+
+
+def _synthetic(n: int = 400, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, d)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    q = rng.standard_normal((5, d)).astype(np.float32)
+    # correlated queries, so that later layers find their best passages already taken
+    q = 0.6 * q[:1] + 0.4 * q
+    return v, q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat"])
+def test_batched_exclusion_equals_layer_after_layer(factory: str) -> None:
+    from hiera.fetchhr.exclude import fetch_layers
+
+    v, q = _synthetic()
+    index = build_faiss(v, factory)
+    budgets, layers = [3, 5, 2, 7, 4], [1, 2, 3, 4, 5]
+    seen: set[int] = set()
+    one_by_one = [fetch_new(index, q[i], b, seen, layer=n) for i, (n, b) in enumerate(zip(layers, budgets, strict=True))]
+    batched = fetch_layers(index, q, budgets, layers)
+    for a, b in zip(one_by_one, batched, strict=True):
+        assert a.layer == b.layer and list(a.positions) == list(b.positions)
+        np.testing.assert_allclose(a.scores, b.scores, rtol=1e-6)
+    flat = [int(p) for f in batched for p in f.positions]
+    assert len(flat) == sum(budgets) == len(set(flat))
+    if factory == "Flat":
+        assert all(f.searches == 0 and f.depth == sum(budgets) for f in batched)
+
+
+def test_a_layer_left_short_searches_again_alone() -> None:
+    from hiera.fetchhr.exclude import fetch_layers
+
+    # passages: Σk rows always hold each layer's k new ones; documents of 50 passages do not (the shared depth
+    # is 4 rows per document wanted), so the later layers search again, alone and deeper
+    v, q = _synthetic(n=2000)
+    keys = np.arange(len(v)) // 50
+    v = v[keys] + 0.2 * v  # a document's passages near one another: its rows crowd the top of a search
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    index = build_faiss(v, "Flat")
+    got = fetch_layers(index, q[:3], [3, 3, 3], [1, 2, 3], keys=keys)
+    docs = [int(keys[p]) for f in got for p in f.positions]
+    assert len(docs) == 9 == len(set(docs))
+    assert any(f.searches > 0 and f.depth > 36 for f in got)
+    seen: set[int] = set()
+    one_by_one = [fetch_new(index, q[i], 3, seen, keys, layer=i + 1) for i in range(3)]
+    assert [list(f.positions) for f in one_by_one] == [list(f.positions) for f in got]
+
+
+def test_an_ivf_list_that_runs_dry_is_partial_without_searching_again() -> None:
+    from hiera.fetchhr.exclude import fetch_layers
+
+    v, q = _synthetic(n=2000)
+    index = build_faiss(v, "IVF16,Flat")
+    faiss_module().extract_index_ivf(index).nprobe = 1  # one list of ~125 vectors; the shared depth is 200
+    reach = [int((faiss_search(index, q[i], 2000)[0] >= 0).sum()) for i in range(2)]
+    got = fetch_layers(index, q[:2], [100, 100], [1, 2])
+    assert all(f.searches == 0 for f in got)
+    assert len(got[0].positions) == min(100, reach[0])
+    assert got[1].partial and len(got[1].positions) < 100
+    flat = [int(p) for f in got for p in f.positions]
+    assert len(flat) == len(set(flat))
+
+
+def test_batched_exclusion_at_document_level_takes_new_documents() -> None:
+    from hiera.fetchhr.exclude import fetch_layers, shared_depth
+
+    v, q = _synthetic()
+    keys = np.arange(len(v)) // 4  # four passages per document
+    index = build_faiss(v, "Flat")
+    got = fetch_layers(index, q[:3], [2, 2, 2], [1, 2, 3], keys=keys)
+    docs = [int(keys[p]) for f in got for p in f.positions]
+    assert len(docs) == 6 == len(set(docs))
+    assert shared_depth([2, 2, 2], len(v), documents=True) == 24
+    assert shared_depth([300, 300], 100) == 100  # never deeper than the index

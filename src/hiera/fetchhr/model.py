@@ -14,6 +14,7 @@ query vector, so all layers share one encoder forward pass.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -112,8 +113,12 @@ class FetchHRModel:
         self.encoder = encoder
         self.states = LayerStates(encoder)
         self.heads = heads
+        self._stacked = None
         if heads is not None:
+            from hiera.fetchhr.rnet import StackedHeads
+
             heads.eval()
+            self._stacked = StackedHeads(heads)  # inference runs the heads stacked; ``heads`` stays the module
 
     @property
     def layers(self) -> list[int]:
@@ -192,22 +197,46 @@ class FetchHRModel:
         vector (its pooling and normalization over the final hidden states,
         as ``Encoder.encode_query`` computes it), not its head's.
         """
+        return self.vectors(texts, layers, own_last).layers
+
+    def vectors(self, texts: Sequence[str], layers: Sequence[int], own_last: bool = False) -> QueryVectors:
+        """Every layer's query vector and the encoder's own (what ranks the fetched union), from one forward pass.
+
+        The heads run stacked (:class:`~hiera.fetchhr.rnet.StackedHeads`):
+        one batched product per weight for all layers at once.
+        """
         import torch
 
         final = self.states.num_layers
-        states, mask = self.states(texts, layers)
+        t = time.perf_counter()
+        states, mask = self.states(texts, sorted({*layers, final}))
         with torch.inference_mode():
-            if self.heads is None:
+            feats: dict[str, Any] = {"token_embeddings": states[final], "attention_mask": mask}
+            for module in list(self.encoder.model)[1:]:  # the sentence-transformers pooling (+ normalize)
+                feats = module(feats)
+            own = feats["sentence_embedding"]
+            encode_s = time.perf_counter() - t
+            t = time.perf_counter()
+            if self._stacked is None:
                 out = {n: mean_pool(states[n], mask) for n in layers}
             else:
                 headed = [n for n in layers if not (own_last and n == final)]
-                out = self.heads({n: states[n] for n in headed}, mask) if headed else {}
+                out = self._stacked({n: states[n] for n in headed}, mask) if headed else {}
                 if own_last and final in layers:
-                    feats: dict[str, Any] = {"token_embeddings": states[final], "attention_mask": mask}
-                    for module in list(self.encoder.model)[1:]:  # the sentence-transformers pooling (+ normalize)
-                        feats = module(feats)
-                    out = {**out, final: feats["sentence_embedding"]}
-        return {n: out[n].float().numpy() for n in layers}
+                    out = {**out, final: own}
+            heads_s = time.perf_counter() - t
+        return QueryVectors({n: out[n].float().numpy() for n in layers}, own.float().numpy(),
+                            encode_s * 1000, heads_s * 1000)
+
+
+@dataclass
+class QueryVectors:
+    """One batch of questions: a unit query vector per layer, the encoder's own, and what each part cost (ms, whole batch)."""
+
+    layers: dict[int, np.ndarray]  # layer → (n, dim)
+    own: np.ndarray  # (n, dim): the encoder's own query vector, dense's
+    encode_ms: float  # the encoder's forward pass (and its pooling)
+    heads_ms: float  # the heads (0 without heads: mean pooling is part of the pass)
 
 
 def encoder_record(encoder: Encoder, num_layers: int) -> dict[str, Any]:

@@ -1,20 +1,31 @@
-"""FetchHR: every layer of the query encoder retrieves, k passages each, none fetched twice.
+"""FetchHR: every layer of the query encoder retrieves, k passages each, none fetched twice; one ranked list.
 
 Ennen et al., "Hierarchical Representations in Dense Passage Retrieval for
 Question-Answering": a head (RNet) per encoder layer maps that layer's hidden
-states to a query vector in the passage vectors' space. Layer ℓ searches the
-ordinary passage index (Flat, HNSW or IVF: the passage encoder is frozen, so
-one index serves every layer) for ``k_ℓ`` passages no earlier layer fetched,
-growing its search depth until it has them (:mod:`hiera.fetchhr.exclude`).
-L layers return Σ k_ℓ passages (the search's ``k`` split by ``last_share``
-unless ``k_per_layer`` says otherwise; ``k`` still caps the hits returned),
-ranked by their own layer's score; each hit's
-``stages`` holds ``layerN`` (score and rank within that layer), and the trace
-has one step per layer with its time and how deep it had to search.
+states to a query vector in the passage vectors' space. Layer ℓ takes from
+the ordinary passage index (Flat, HNSW or IVF: the passage encoder is frozen,
+so one index serves every layer) ``k_ℓ`` passages no earlier layer fetched
+(:mod:`hiera.fetchhr.exclude`). L layers return Σ k_ℓ passages (the search's
+``k`` split by ``last_share`` unless ``k_per_layer`` says otherwise; ``k``
+still caps the hits returned).
 
-``single_layer=N`` retrieves from layer N alone, without exclusion (the
-paper's Figure 3). Without a ``model`` every layer retrieves with its
-mean-pooled hidden states (untrained heads; the last layer is then ``dense``).
+The union is then one ranking (:mod:`hiera.fetchhr.rank`): every fetched
+passage scored by the encoder's own query vector (``rank=encoder``), which
+the layers' own scores are not comparable enough to give. Each hit's
+``stages`` holds ``layerN``, the layer that fetched it, with its score and
+rank within that layer.
+
+The cost per query (the trace has each step): one forward pass of the
+encoder for every layer (``encode-query``), the heads stacked into one
+batched product per weight (``heads``), one batched index search for every
+layer at the depth that serves them all (``search``), exclusion over its
+rows (a ``layerN`` step per layer; only a layer an approximate index left
+short searches again), and the re-scoring (``rank``).
+
+``single_layer=N`` retrieves from layer N alone, without exclusion, ranked
+by its own score (the paper's Figure 3). Without a ``model`` every layer
+retrieves with its mean-pooled hidden states (untrained heads; the last
+layer is then ``dense``).
 
 Two defaults depart from the paper's Table 1, both chosen on SQuAD dev
 questions outside the benchmark's sample (bench/fetchhr.py): the final
@@ -23,21 +34,21 @@ the frozen encoder already maps into the passage space, and a head trained
 on the CPU's budget only approximates it), and it fetches two thirds of
 ``k`` (``last_share=0.67``); ``last_layer=head last_share=0`` is the
 paper's setting.
-All layers share one forward pass of the encoder (``encode-query`` step).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
-from hiera.fetchhr.exclude import LayerFetch, fetch_new
+from hiera.fetchhr.exclude import fetch_layers, shared_depth
 from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
+from hiera.fetchhr.rank import Union, order, union
+from hiera.index.dense import faiss_search
 from hiera.results import Hit, StageScore, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -81,46 +92,55 @@ class FetchHRRetriever(BaseRetriever):
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
         model = self.model(params.get("model"))
         layers = self.layers_for(model, params)
-        t = time.perf_counter()
-        vecs = model.query_vectors(queries, layers, own_last=params["last_layer"] == "encoder")
-        ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [{"q": {n: vecs[n][i] for n in layers}, "layers": layers, "encode_ms": ms} for i in range(len(queries))]
+        qv = model.vectors(queries, layers, own_last=params["last_layer"] == "encoder")
+        n = len(queries)
+        return [{"q": {ly: qv.layers[ly][i] for ly in layers}, "own": qv.own[i], "layers": layers,
+                 "encode_ms": qv.encode_ms / n, "heads_ms": qv.heads_ms / n, "trained": model.trained}
+                for i in range(n)]
 
     def _search(
         self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
     ) -> list[Hit]:
         layers: list[int] = ctx["layers"]
         single = params.get("single_layer") is not None
+        trace.append(TraceStep("heads", {"layers": layers, "trained": ctx["trained"], "stacked": True},
+                               ctx["heads_ms"]))
         budgets = [k] if single else parse_k_per_layer(params.get("k_per_layer"), len(layers), k,
                                                         float(params["last_share"]))
+        active = [(n, b) for n, b in zip(layers, budgets, strict=True) if b > 0]
         index = self.col.passage_faiss
         keys = None if level == "passage" else self.col.passage_doc
-        seen: set[int] = set()
-        fetched: list[LayerFetch] = []
+        queries = np.stack([ctx["q"][n] for n, _ in active])
+        depth = shared_depth([b for _, b in active], int(index.ntotal), keys is not None)
+        with timed(trace, "search", queries=len(active), depth=depth,
+                   index=self.col.faiss_types.get("passage")):
+            found = faiss_search(index, queries, depth)
+        fetched = fetch_layers(index, queries, [b for _, b in active], [n for n, _ in active], keys, found)
+        by_layer = {f.layer: f for f in fetched}
         for n, budget in zip(layers, budgets, strict=True):
             if budget == 0:  # k below the number of layers: the later layers fetch one each
                 trace.append(TraceStep(f"layer{n}", {"layer": n, "k": 0, "skipped": f"k={k} < {len(layers)} layers"}))
                 continue
-            with timed(trace, f"layer{n}", layer=n, k=budget, exclusion=not single) as step:
-                f = fetch_new(index, ctx["q"][n], budget, seen, keys, n)
-                step.detail.update(k_grew_to=f.depth, searches=f.searches, fetched=len(f.positions))
-                if f.partial:
-                    step.detail["partial"] = f"the index held only {len(f.positions)} new of the {budget} asked for"
-            fetched.append(f)
-        return self._hits(fetched, k, level)
+            f = by_layer[n]
+            detail: dict[str, Any] = {"layer": n, "k": budget, "exclusion": not single, "k_grew_to": f.depth,
+                                      "searches": f.searches, "fetched": len(f.positions)}
+            if f.partial:
+                detail["partial"] = f"the index held only {len(f.positions)} new of the {budget} asked for"
+            trace.append(TraceStep(f"layer{n}", detail, f.ms))
+        rank = "layer" if single else params["rank"]
+        with timed(trace, "rank", by=rank, candidates=sum(len(f.positions) for f in fetched)):
+            u = union(fetched)
+            scores = u.layer_scores if rank == "layer" else self.col.passage_scores(u.positions, ctx["own"])
+            top = order(scores)[:k]
+        return self._hits(u, top, np.asarray(scores, dtype=np.float32)[top], level)
 
-    def _hits(self, fetched: list[LayerFetch], k: int, level: Level) -> list[Hit]:
-        """All layers' results ranked by their layer's score (the first ``k``), each tagged with its layer."""
-        pos = np.concatenate([f.positions for f in fetched]) if fetched else np.zeros(0, np.int64)
-        sc = np.concatenate([f.scores for f in fetched]) if fetched else np.zeros(0, np.float32)
-        tag = [(f.layer, r + 1) for f in fetched for r in range(len(f.positions))]
-        order = np.argsort(-sc, kind="stable")[:k]
-        pos, sc = pos[order], sc[order]
+    def _hits(self, u: Union, top: np.ndarray, scores: np.ndarray, level: Level) -> list[Hit]:
+        """The first ``k`` of the ranked union, each tagged with the layer that fetched it (its score and rank there)."""
+        pos = u.positions[top]
         if level == "passage":
-            hits = self.passage_hits(pos, sc)
+            hits = self.passage_hits(pos, scores)
         else:
-            hits = self.doc_hits(np.asarray(self.col.passage_doc[pos], dtype=np.int64), sc, None, pos)
-        for h, i, s in zip(hits, order, sc, strict=True):
-            layer, rank = tag[int(i)]
-            h.stages = {f"layer{layer}": StageScore(float(s), rank)}
+            hits = self.doc_hits(np.asarray(self.col.passage_doc[pos], dtype=np.int64), scores, None, pos)
+        for h, i in zip(hits, top, strict=True):
+            h.stages = {f"layer{int(u.layers[i])}": StageScore(float(u.layer_scores[i]), int(u.layer_ranks[i]))}
         return hits
