@@ -362,9 +362,13 @@ def serve_forever(root: Path, address: str | None, *, watch_every: float = 2.0, 
         print(f"hiera: serving {root} with Ray Serve at {url} (API docs at {url}docs); Ctrl-C stops",
               file=sys.stderr, flush=True)
         watch = HeadWatch()
+        checked = time.monotonic()
         while not stop["now"]:
             time.sleep(0.5)
-            lost = watch.check() if watch_every > 0 else None
+            if watch_every <= 0 or time.monotonic() - checked < watch_every:
+                continue
+            checked = time.monotonic()
+            lost = watch.check()
             if lost:
                 print(f"hiera: error: lost the Ray cluster{f' at {address}' if address else ''}: {lost}; Ray Serve "
                       "and its replicas went with it; start `hiera serve --engine ray` again once the head is back",

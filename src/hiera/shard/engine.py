@@ -74,7 +74,7 @@ class RayBuildError(HieraError):
     """The Ray cluster could not finish a step of the build (a node or worker died beyond Ray's retries)."""
 
 
-def _ray_failure(step: str, exc: BaseException) -> RayBuildError:
+def ray_failure(step: str, exc: BaseException) -> RayBuildError:
     first = (str(exc).strip().splitlines() or [""])[0][:240]
     return RayBuildError(
         f"the Ray build failed during {step}: {type(exc).__name__}: {first}; the live index is unchanged, and a "
@@ -158,9 +158,9 @@ class RayEngine:
             cause = getattr(e, "cause", None)
             if isinstance(cause, HieraError):
                 raise cause from None
-            raise _ray_failure("a shard task", e) from None
+            raise ray_failure("a shard task", e) from None
         except RayError as e:
-            raise _ray_failure("a shard task", e) from None
+            raise ray_failure("a shard task", e) from None
 
     def placement(self) -> list[dict[str, Any]]:
         """Which node ran each task, and how many texts each node encoded (node ids with Ray's node names)."""
@@ -211,7 +211,7 @@ class RayEngine:
                 for node, n in zip(*np.unique(batch["node"], return_counts=True), strict=True):
                     self._encoded[str(node)] = self._encoded.get(str(node), 0) + int(n)
         except (RayError, SystemException) as e:
-            raise _ray_failure(desc, e) from None
+            raise ray_failure(desc, e) from None
         if out is None:
             raise HieraError(f"{desc}: Ray Data returned no vectors")
         return out
