@@ -1,7 +1,8 @@
 """Faults of a multi-node Ray cluster: a worker node killed during a sharded build, a shard replica killed under load, the head restarted.
 
     python -m bench.ray_faults                                   # a few trials of each (about half an hour here)
-    python -m bench.ray_faults --build-trials 10 --replica-trials 10 --head-trials 3   # the counts docs/SCALING.md quotes
+    python -m bench.ray_faults --build-trials 10 --replica-trials 0 --head-trials 0 --docs 40 --seed 1  # SCALING.md's node kills
+    python -m bench.ray_faults --build-trials 0 --replica-trials 10 --head-trials 1 --seed 0  # its replica kills, head restart
     python -m bench.reliability --ray-trials 10 ...              # the same trials as rows of the reliability report
 
 Every trial runs on a :class:`bench.ray_cluster.LocalRayCluster` (a head and
