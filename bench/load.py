@@ -24,6 +24,14 @@ request got a wrong answer.
     python -m bench.load /tmp/c1 --seconds 10                 # a smoke run
     python -m bench.load                                        # 8 and 64 clients, 2 minutes each
     python -m bench.load --url http://127.0.0.1:8000/ --retrievers dhr,bm25
+    python -m bench.load COLL --engine ray                      # Ray Serve on a local head + 2 worker nodes
+    python -m bench.load COLL --engine ray --ray-address ADDR   # Ray Serve on a running cluster
+
+``--engine ray`` serves a sharded build with ``hiera serve --engine ray``: on
+the cluster at ``--ray-address``, or on a multi-node cluster started for the
+run (:class:`bench.ray_cluster.LocalRayCluster`: a head and ``--ray-workers``
+worker nodes on this machine, each its own ``ray start``), stopped at the end.
+The placement of the replicas (node per shard) is recorded in the JSON.
 
 The clients run in the same machine (and Python) as the server: on a small
 CPU they take cycles from it, so throughput is a floor, not a ceiling.
@@ -38,8 +46,10 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,19 +108,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(index: Path, port: int, timeout: float, api_key: str | None) -> subprocess.Popen:
-    """``hiera serve`` in a subprocess; returns once /health answers (warm-up is done before the port opens)."""
-    cmd = [sys.executable, "-m", "hiera", "serve", str(index), "--host", "127.0.0.1", "--port", str(port), "--quiet"]
-    env = {**os.environ, "HIERA_API_KEY": api_key or ""}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+def start_server(index: Path, port: int, timeout: float, api_key: str | None, extra: Sequence[str] = (),
+                 env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
+    """``hiera serve`` in a subprocess; returns once /health answers warm (warm-up is done before the port opens).
+
+    Its output goes to ``log`` (a file: Ray Serve writes much, and a pipe nobody reads would stall the server).
+    """
+    cmd = [sys.executable, "-m", "hiera", "serve", str(index), "--host", "127.0.0.1", "--port", str(port), "--quiet",
+           *extra]
+    env = {**(env or os.environ), "HIERA_API_KEY": api_key or ""}
+    log = log or Path(tempfile.mkstemp(prefix="hiera-load-", suffix=".log")[1])
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{port}/health"
     headers = {"X-API-Key": api_key} if api_key else {}
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            raise SystemExit(f"the server exited with {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
         try:
-            if httpx.get(url, timeout=2, headers=headers).status_code == 200:
+            r = httpx.get(url, timeout=5, headers=headers)
+            if r.status_code == 200 and r.json().get("warm", True):
                 return proc
         except httpx.TransportError:
             pass
@@ -122,7 +140,7 @@ def start_server(index: Path, port: int, timeout: float, api_key: str | None) ->
 def stop_server(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)  # Ray Serve deletes its application first
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -252,6 +270,14 @@ def main() -> int:
     ap.add_argument("--start-timeout", type=float, default=180.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT / "load.json")
+    ap.add_argument("--engine", choices=["local", "ray"], default="local",
+                    help="ray: `hiera serve --engine ray` (a sharded build), on --ray-address or a local multi-node cluster")
+    ap.add_argument("--ray-address", default=None, help="--engine ray: join this cluster (default: start one here)")
+    ap.add_argument("--ray-workers", type=int, default=2, help="worker nodes of the cluster started here (besides the head)")
+    ap.add_argument("--ray-worker-cpus", type=float, default=2, help="logical CPUs of each worker node started here")
+    ap.add_argument("--ray-object-store-mb", type=int, default=200, help="object store of each node started here")
+    ap.add_argument("--replicas", type=int, default=1, help="--engine ray: replicas per shard")
+    ap.add_argument("--shard-cpus", type=float, default=1.0, help="--engine ray: CPUs reserved per shard replica")
     args = ap.parse_args()
     if not args.url and not args.index:
         if not DEFAULT_COLLECTION.is_dir():
@@ -263,18 +289,46 @@ def main() -> int:
 
     questions = load_question_texts(args.questions, args.format, args.max_questions)
     proc = None
-    if args.url:
-        check_loopback(args.url)
-        base = args.url
-    else:
-        port = free_port()
-        t = time.perf_counter()
-        proc = start_server(Path(args.index), port, args.start_timeout, args.api_key)
-        print(f"server up on port {port} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-        base = f"http://127.0.0.1:{port}/"
+    cluster = None
+    ray_info: dict[str, Any] = {}
     headers = {"X-API-Key": args.api_key} if args.api_key else {}
     results = {}
     try:
+        if args.url:
+            check_loopback(args.url)
+            base = args.url
+        else:
+            port = free_port()
+            t = time.perf_counter()
+            extra: list[str] = []
+            env = dict(os.environ)
+            log = None
+            if args.engine == "ray":
+                from bench.ray_cluster import LocalRayCluster
+
+                address = args.ray_address
+                if address is None:
+                    cluster = LocalRayCluster(args.ray_workers, worker_cpus=args.ray_worker_cpus,
+                                              object_store_mb=args.ray_object_store_mb)
+                    address = cluster.start()
+                    env.update(cluster.env())
+                    ray_info["nodes"] = [{"name": n["name"], "id": n["id"], "CPU": n["resources"].get("CPU")}
+                                         for n in cluster.alive_nodes()]
+                    ray_info["object_store_mb"] = args.ray_object_store_mb
+                    print(f"Ray cluster at {address}: {len(ray_info['nodes'])} nodes in "
+                          f"{time.perf_counter() - t:.1f} s", file=sys.stderr)
+                extra = ["--engine", "ray", "--ray-address", address, "--replicas", str(args.replicas),
+                         "--shard-cpus", f"{args.shard_cpus:g}"]
+                log = Path(tempfile.mkstemp(prefix="hiera-load-ray-", suffix=".log")[1])
+            proc = start_server(Path(args.index), port, args.start_timeout, args.api_key, extra, env, log)
+            print(f"server up on port {port} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+            if log is not None:
+                deadline = time.monotonic() + 120  # printed once the application is up, just before "serving"
+                while "hiera: serving " not in log.read_text(errors="replace") and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                ray_info["placement"] = [x.split("placement: ", 1)[1] for x in log.read_text(errors="replace").splitlines()
+                                         if "hiera: placement: " in x]
+            base = f"http://127.0.0.1:{port}/"
         health = httpx.get(base.rstrip("/") + "/health", timeout=10, headers=headers).json()
         retrievers = [r for r in args.retrievers.split(",") if r.strip()] or list(health["retrievers"])
         bad = BAD + (KEYED_BAD if args.api_key else [])
@@ -291,6 +345,8 @@ def main() -> int:
     finally:
         if proc is not None:
             stop_server(proc)
+        if cluster is not None:
+            cluster.stop()
 
     print(table([r["summary"] for r in results.values()]))
     print()
@@ -306,6 +362,8 @@ def main() -> int:
         "bad_requests": [{"label": b[0], "path": b[1], "expected": b[3]} for b in bad],
         "bad_fraction": args.bad_fraction,
         "questions": {"file": str(args.questions), "distinct": len(questions)},
+        "engine": args.engine,
+        **({"ray": ray_info} if ray_info else {}),
         "levels": results,
         "ok": wrong == 0,
     }

@@ -3,6 +3,7 @@
     python -m bench.reliability                      # quick: a few trials of each fault (minutes)
     python -m bench.reliability --trials 20 --dense-trials 20 --writer-trials 10 --fuzz big   # the full counts
     python -m bench.reliability --render bench/out/reliability.json        # rewrite the document from a JSON
+    python -m bench.reliability --ray-trials 10 --fuzz none --trials 0 --dense-trials 0 --writer-trials 0  # Ray only
 
 Every trial runs the real ``hiera`` command in a subprocess, on a private copy
 of a small synthetic collection (seeded), with the embedding cache kept warm
@@ -35,6 +36,11 @@ on how fast the machine finishes a small build.
 
 The fuzz rows come from the test suite (``tests/test_fuzz_*.py``), run with
 ``--fuzz quick|big`` (hypothesis example counts per test: 40 / 400).
+
+``--ray-trials N`` adds the faults of a multi-node Ray cluster
+(:mod:`bench.ray_faults`: a worker node killed during a sharded Ray build, a
+shard replica killed under load, ``--ray-head-trials`` head restarts), N of the
+first two each, as a section of their own.
 
 Writes ``bench/out/reliability.json`` (``--out``) and ``docs/RELIABILITY.md``
 (``--doc``; ``--no-doc`` to skip).
@@ -566,6 +572,24 @@ def render_load(load: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_ray(rows: list[dict[str, Any]]) -> list[str]:
+    """The multi-node Ray rows (bench/ray_faults.py; docs/SCALING.md explains the cluster)."""
+    from bench.ray_faults import render as render_rows
+
+    lines = ["", "## A multi-node Ray cluster (`python -m bench.ray_faults`)", "",
+             "A head and two worker nodes on this machine, each its own `ray start` (node id, CPUs, 200 MB object "
+             "store, temp dir); the real commands join it with `--ray-address`. Judged as bench/ray_faults.py "
+             "describes: a build ends complete or with one line (live build untouched, rerun complete), then "
+             "`hiera check` is clean and every search equals the unsharded build's; under load no answer lacks a "
+             "shard without saying so and no status but 200 and the documented 503 appears.", ""]
+    lines.append(render_rows(rows))
+    for r in rows:
+        for name in ("error_example", "message"):
+            if r.get(name):
+                lines.append(f"\n* {r['fault']}: `{r[name]}`")
+    return lines
+
+
 def render(payload: dict[str, Any], load: dict[str, Any] | None = None) -> str:
     rows = payload["rows"]
     cols = ["fault", "trials", "killed", "before", "after", "other", "check errors", "rerun ok", "outcome"]
@@ -578,6 +602,8 @@ def render(payload: dict[str, Any], load: dict[str, Any] | None = None) -> str:
     if notes:
         lines += ["", "Messages and notes:", ""]
         lines += [f"* {r['fault']}: {r['detail']}" for r in notes]
+    if payload.get("ray"):
+        lines += render_ray(payload["ray"])
     if load:
         lines += render_load(load)
     findings = FINDINGS  # what building these trials found and fixed (code history, not a run result)
@@ -654,6 +680,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc", type=Path, default=DOC)
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--render", type=Path, default=None, help="only rewrite --doc from this JSON")
+    ap.add_argument("--ray-trials", type=int, default=0,
+                    help="multi-node Ray trials (bench/ray_faults.py): node kills during a build and replica kills "
+                         "under load, this many of each; 0: none")
+    ap.add_argument("--ray-head-trials", type=int, default=3, help="with --ray-trials: head restarts")
     args = ap.parse_args(argv)
     load = json.loads(LOAD_JSON.read_text()) if LOAD_JSON.exists() else None
     if args.render:
@@ -663,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
 
     work = args.work or Path(tempfile.mkdtemp(prefix="hiera-reliability-"))
     work.mkdir(parents=True, exist_ok=True)
+    from hiera.encode import default_cache_dir
+
+    user_cache = default_cache_dir()  # the Ray serving trials build a real collection: its vectors may be there
     env = run_env(work / "cache")
     os.environ["HIERA_CACHE_DIR"] = str(work / "cache")
     t_all = time.perf_counter()
@@ -729,11 +762,21 @@ def main(argv: list[str] | None = None) -> int:
             all_ok &= row["outcome"] != "FAIL"
             rep.add(row, echo=False)
 
+    ray_rows: list[dict[str, Any]] = []
+    if args.ray_trials:
+        from bench import ray_faults
+
+        ray_args = argparse.Namespace(build_trials=args.ray_trials, replica_trials=args.ray_trials, replicas2_trials=0,
+                                      head_trials=args.ray_head_trials, docs=80, clients=4, worker_cpus=2,
+                                      object_store_mb=200, seed=args.seed, work=work / "ray", serve_cache=user_cache)
+        ray_rows = ray_faults.run_all(ray_args)
+        all_ok &= all(r["outcome"] == "pass" for r in ray_rows)
+
     run = (f"trials {args.trials} per BM25 fixture ({args.docs} documents), {args.dense_trials} per dense fixture "
            f"({args.dense_docs} documents), seed {args.seed}, fuzz profile {args.fuzz}; "
            f"{time.perf_counter() - t_all:.0f}s on {os.cpu_count()} cores")
     rep.print("reliability", ["fault", "trials", "killed", "before", "after", "other", "check errors", "rerun ok", "outcome"])
-    path = write_json(args.out, rep.to_dict(run=run, findings=FINDINGS, ok=all_ok))
+    path = write_json(args.out, rep.to_dict(run=run, findings=FINDINGS, ok=all_ok, ray=ray_rows))
     print(f"\nwrote {path}")
     if not args.no_doc:
         args.doc.write_text(render(json.loads(path.read_text()), load), encoding="utf-8")

@@ -37,3 +37,23 @@ class IndexMissingError(HieraError):
 
 class ManifestMismatchError(HieraError):
     """An index was built with other models, rules or files than requested."""
+
+
+class ShardUnavailableError(HieraError):
+    """A shard of a sharded build did not answer (its replica died, its node is gone, or it timed out).
+
+    The search is refused rather than answered without that shard's part; the
+    server maps it to 503 (retry shortly). ``shards``: the names of the shards
+    that did not answer; ``reasons``: why, one line each.
+    """
+
+    def __init__(self, shards: list[str], reasons: list[str]) -> None:
+        self.shards = list(shards)
+        self.reasons = list(reasons)
+        which = ", ".join(self.shards)
+        why = "; ".join(dict.fromkeys(self.reasons))
+        super().__init__(
+            f"shard{'s' if len(self.shards) > 1 else ''} {which} of the sharded index did not answer ({why}); "
+            "a result without it would be incomplete, so none is returned: retry shortly, or ask for partial "
+            "results with partial=true"
+        )

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hiera.spec import MAX_K, all_params
 
 NAMES = sorted({n for p in all_params().values() for n in (p.name, *p.aliases)})
-FIXED = ["q", "k", "retriever", "level", "rerank"]
+FIXED = ["q", "k", "retriever", "level", "rerank", "partial"]
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
 _value = st.one_of(

@@ -113,9 +113,9 @@ class CountingFanOut:
     def __init__(self, inner) -> None:
         self.inner, self.n, self.calls = inner, inner.n, []
 
-    def call(self, method, args):
+    def call(self, method, args, *, partial_ok=False):
         self.calls.append(method)
-        return self.inner.call(method, args)
+        return self.inner.call(method, args, partial_ok=partial_ok)
 
     def close(self) -> None:
         self.inner.close()

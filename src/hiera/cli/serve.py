@@ -66,7 +66,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         return serve_forever(
             Path(args.index), args.ray_address, host=args.host, port=args.port, replicas=args.replicas,
-            shard_cpus=args.shard_cpus, vectors=args.vectors, warmup=not args.no_warmup,
+            shard_cpus=args.shard_cpus, shard_timeout=args.shard_timeout, vectors=args.vectors, warmup=not args.no_warmup,
             app_options={"reranker": Path(args.rerank) if args.rerank else None, "rerank_depth": args.rerank_depth,
                          "reader": Path(args.reader) if args.reader else None,
                          "api_key": api_key, "cors_origin": args.cors_origin, "search_timeout": args.search_timeout,
@@ -100,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(add: AddCommand) -> None:
     # from guard, not api: every hiera command registers serve, and only serve should import FastAPI
-    from hiera.serve.guard import MAX_BODY_BYTES, SEARCH_TIMEOUT_S
+    from hiera.serve.guard import MAX_BODY_BYTES, SEARCH_TIMEOUT_S, SHARD_TIMEOUT_S
 
     sp = add("serve", cmd_serve, "serve a collection over HTTP: JSON search API and a web page")
     sp.add_argument("index", metavar="DIR", help="collection directory (built with `hiera build`)")
@@ -125,3 +125,6 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--replicas", type=int, default=1, help="--engine ray: replicas of each shard deployment")
     sp.add_argument("--shard-cpus", type=float, default=1.0, help="--engine ray: CPUs reserved per shard replica")
     add_device_option(sp, search=True)
+    sp.add_argument("--shard-timeout", type=float, default=SHARD_TIMEOUT_S,
+                    help="--engine ray: seconds a search waits for a shard before answering 503 (or leaving the shard "
+                         "out when the request says partial=true)")

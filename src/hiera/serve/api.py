@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,8 +39,9 @@ from fastapi.staticfiles import StaticFiles
 
 from hiera.builds import open_collection
 from hiera.collection import Collection
-from hiera.errors import HieraError
+from hiera.errors import HieraError, ShardUnavailableError
 from hiera.index.exact import model_device
+from hiera.results import TraceStep
 from hiera.retrieve.protocol import Retriever
 from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, Guard
 from hiera.serve.params import (
@@ -52,6 +54,7 @@ from hiera.serve.params import (
 )
 from hiera.serve.pool import SearchPool
 from hiera.serve.service import Service, document_payload
+from hiera.shard.fanout import ShardCalls, shard_calls
 from hiera.spec import MAX_K, MAX_QUERY_CHARS, reader_spec
 from hiera.version import __version__
 
@@ -63,10 +66,22 @@ WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_DOC_ID_CHARS = 1000
 PROCESS_TIME_HEADER = "X-Process-Time-Ms"
 MAX_READ_K = 100  # passages one /answer reads: a reader pass costs ~30 ms a passage on a CPU
+SHARD_WAIT_MARGIN_S = 1.0  # shard calls give up this long before the search deadline: a 503 that says why, not a 504
 
 
 def _unprocessable(msg: str) -> HTTPException:
     return HTTPException(status_code=422, detail=msg)
+
+
+def mark_partial(body: dict[str, Any], calls: ShardCalls) -> None:
+    """``partial`` and ``missing_shards`` (the request asked for partial results), and a trace step naming them."""
+    missing = sorted(calls.missing)
+    body["partial"] = bool(missing)
+    body["missing_shards"] = missing
+    if missing:
+        step = TraceStep("partial", {"missing_shards": missing, "why": {m: calls.missing[m] for m in missing},
+                                     "note": "hits of the missing shards are absent from this answer"})
+        body.setdefault("trace", []).append(asdict(step))
 
 
 def create_app(
@@ -153,6 +168,13 @@ def create_app(
     async def hiera_error(request: Request, exc: HieraError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
 
+    @app.exception_handler(ShardUnavailableError)
+    async def shard_unavailable(request: Request, exc: ShardUnavailableError) -> JSONResponse:
+        """A shard did not answer: 503 (retry), never a result silently missing that shard's hits."""
+        log.warning("%s %s 503: %s", request.method, request.url.path, exc)
+        return JSONResponse(status_code=503, content={"detail": str(exc), "missing_shards": exc.shards},
+                            headers={"Retry-After": "2"})
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_message(exc)})
@@ -186,12 +208,23 @@ def create_app(
             raise _unprocessable(str(e)) from None
         return r, params, sorted(set(values) - set(params))
 
-    async def respond(work: Callable[[], dict[str, Any]], ignored: list[str]) -> JSONResponse:
-        """Run ``work`` in the search pool (its time limit, its queue bound); the body gets its time and what was ignored."""
+    async def respond(work: Callable[[], dict[str, Any]], ignored: list[str], partial: bool = False) -> JSONResponse:
+        """Run ``work`` in the search pool (its time limit, its queue bound); the body gets its time and what was ignored.
+
+        Shard calls (a sharded index served by Ray) stop waiting just before
+        the search deadline, counted from the request's arrival, so a shard
+        that does not answer is a 503 naming it rather than a 504. With
+        ``partial`` the body says whether shards were missing.
+        """
+        arrived = time.monotonic()
 
         def timed() -> dict[str, Any]:
             t0 = time.perf_counter()
-            body = work()
+            budget = pool.timeout - SHARD_WAIT_MARGIN_S - (time.monotonic() - arrived)
+            with shard_calls(partial=partial, timeout=max(0.0, budget)) as calls:
+                body = work()
+            if partial:
+                mark_partial(body, calls)
             body["took_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
             return body
 
@@ -200,8 +233,8 @@ def create_app(
         return JSONResponse(body)
 
     async def search(
-        request: Request, q: str, k: int, retriever: str, level: Literal["passage", "doc"] | None, rerank: bool,
-        **given: Any,
+        request: Request, q: str, k: int, retriever: str, partial: bool, level: Literal["passage", "doc"] | None,
+        rerank: bool, **given: Any,
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
 
@@ -210,7 +243,7 @@ def create_app(
         the method, and that must not be an error.
         """
         r, params, ignored = checked_request(request, q, retriever, rerank, given)
-        return await respond(lambda: r.search(q, k=k, level=level, **params).to_dict(), ignored)
+        return await respond(lambda: r.search(q, k=k, level=level, **params).to_dict(), ignored, partial)
 
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
@@ -224,7 +257,8 @@ def create_app(
     )
     app.get("/search", summary="Search the collection")(search)
 
-    async def answer(request: Request, q: str, k: int, retriever: str, rerank: bool, **given: Any) -> JSONResponse:
+    async def answer(request: Request, q: str, k: int, retriever: str, partial: bool, rerank: bool,
+                     **given: Any) -> JSONResponse:
         """Retrieve ``k`` passages and read them: ranked answers, each with its passage, offsets and evidence.
 
         The same JSON as ``hiera answer --json``; ``start``/``end`` are
@@ -253,7 +287,7 @@ def create_app(
             sep = service.col.store.title_sep
             return read_results(reader, res, sep, **read).to_dict()
 
-        return await respond(run, ignored)
+        return await respond(run, ignored, partial)
 
     answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [

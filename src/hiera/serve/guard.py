@@ -24,6 +24,7 @@ log = logging.getLogger("hiera.serve")
 API_KEY_ENV = "HIERA_API_KEY"
 MAX_BODY_BYTES = 64 * 1024  # the API takes no request bodies; this only bounds what a client may send
 SEARCH_TIMEOUT_S = 30.0
+SHARD_TIMEOUT_S = 10.0  # --engine ray: longest wait for one shard call before a 503 (serve/ray.py)
 SEARCH_WORKERS = 8
 MAX_PENDING_SEARCHES = 256  # searches running or queued before new ones get 503
 # No collection data behind these: the page shell, its assets and the API description.

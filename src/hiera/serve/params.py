@@ -29,6 +29,13 @@ SERVER_SIDE = frozenset(name for p in all_params().values() if not p.http for na
 READER_SERVER_SIDE = frozenset(p.name for s in READERS.values() for p in s.params if not p.http)
 
 
+PARTIAL_HELP = (
+    "a sharded index served by Ray: when a shard does not answer, return the other shards' merged hits instead of "
+    "503, marked partial: true with missing_shards (and a 'partial' trace step); the answer then says partial: false "
+    "when every shard answered. Methods that need every shard's scores or rows still answer 503"
+)
+
+
 def validation_message(exc: RequestValidationError) -> str:
     """One line from pydantic's error list: ``k: Input should be a valid integer``."""
     parts = []
@@ -57,7 +64,7 @@ def query_parameter(
 
 
 def request_parameters(k_max: int, k_means: str) -> list[inspect.Parameter]:
-    """The request, the question, k and the retriever: what /search and /answer both take first."""
+    """The request, the question, k, the retriever and ``partial``: what /search and /answer both take first."""
     kw = inspect.Parameter.KEYWORD_ONLY
     return [
         inspect.Parameter("request", kw, annotation=Request),
@@ -66,6 +73,7 @@ def request_parameters(k_max: int, k_means: str) -> list[inspect.Parameter]:
         inspect.Parameter("k", kw, annotation=int, default=Query(10, ge=1, le=k_max, description=f"{k_means}, 1 to {k_max}")),
         inspect.Parameter("retriever", kw, annotation=str,
                           default=Query("dhr", description="retrieval method; /methods lists them with their parameters")),
+        inspect.Parameter("partial", kw, annotation=bool, default=Query(False, description=PARTIAL_HELP)),
     ]
 
 

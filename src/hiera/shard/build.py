@@ -25,6 +25,7 @@ Steps (each shard's work is one task of the engine):
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -167,7 +168,24 @@ def _build_shards(
         ))
     entries = [engine.get(h) for h in engine.run(build_shard, jobs)]
     log(f"shards: {n} indexes written in {time.perf_counter() - t:.1f}s")
+    for line in placement_lines(engine.placement()):
+        log(line)
     return entries
+
+
+def placement_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """``placement: …`` log lines, one per task kind: which node ran each shard's task, texts encoded per node."""
+    def node(r: dict[str, Any]) -> str:
+        return f"{r['node_name'] or '?'} ({r['node_id'][:12] or 'gone'})"
+
+    lines = []
+    for task in dict.fromkeys(r["task"] for r in rows if r["task"] != "encode"):
+        runs = [f"shard {r['index']:03d} on {node(r)}" for r in rows if r["task"] == task]
+        lines.append(f"placement: {task}: {', '.join(runs)}")
+    enc = [f"{r['texts']} texts on {node(r)}" for r in rows if r["task"] == "encode"]
+    if enc:
+        lines.append(f"placement: encode: {', '.join(enc)}")
+    return lines
 
 
 def analyze_shard(
@@ -185,7 +203,9 @@ def build_shard(
 ) -> dict[str, Any]:
     """Write one shard (its indexes, then its manifest, last); return its entry in the build's manifest."""
     out = Path(shard_dir)
-    out.mkdir(parents=True)
+    if out.exists():  # a first attempt that died with its node (Ray retried the task): incomplete, no manifest of ours
+        shutil.rmtree(out)
+    out.mkdir()  # not parents: a straggler of a failed build must not recreate its removed directory
     m = Manifest(corpus_version=meta["corpus_version"], documents=meta["docs"][1] - meta["docs"][0],
                  passages=meta["passages"][1] - meta["passages"][0], passage_rules=meta["passage_rules"],
                  shard={k: meta[k] for k in ("name", "index", "count", "docs", "passages")})

@@ -12,6 +12,12 @@ shard and merges:
   approximate ones);
 * full score vectors and matrix rows: the shards' pieces, concatenated.
 
+A shard that does not answer (a remote fan-out) makes the search fail with
+:class:`~hiera.errors.ShardUnavailableError`; only a request that asked for
+partial results (:func:`hiera.shard.fanout.shard_calls`) gets the top-k merges
+of the shards that did answer, and the missing shards are recorded for it
+(full score vectors and rows cannot leave a shard out: they still refuse).
+
 Everything above these objects — document stages, DHR's gather and fusion,
 normalization by the query's best score, RRF — runs once, on the merged
 values, in :mod:`hiera.retrieve`, so it sees exactly what it sees on one
@@ -47,6 +53,12 @@ from hiera.shard.shard import Shard
 EXACT_METHODS = frozenset({"bm25", "bm25-doc", "dense", "dhr", "dhr-parallel", "hybrid", "bm25-dhr", "sets"})
 
 
+def answered(parts: Sequence[Any], starts: Sequence[int]) -> tuple[list[Any], list[int]]:
+    """The parts of the shards that answered, with their first positions (a partial request's missing shards are ``None``)."""
+    kept = [(p, s) for p, s in zip(parts, starts, strict=True) if p is not None]
+    return [p for p, _ in kept], [s for _, s in kept]
+
+
 class ShardedBm25:
     """A BM25 index over all shards: ``search`` merges top-k lists, ``scores`` concatenates."""
 
@@ -54,8 +66,8 @@ class ShardedBm25:
         self.fan, self.kind, self.starts, self.size = fan, kind, list(starts), size
 
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        parts = self.fan.call("bm25_search", [(self.kind, query, k)] * self.fan.n)
-        return merge_topk(parts, self.starts, k)
+        parts = self.fan.call("bm25_search", [(self.kind, query, k)] * self.fan.n, partial_ok=True)
+        return merge_topk(*answered(parts, self.starts), k)
 
     def scores(self, query: str) -> np.ndarray:
         return np.concatenate(self.fan.call("bm25_scores", [(self.kind, query)] * self.fan.n)).astype(np.float32)
@@ -85,8 +97,8 @@ class ShardedFaiss:
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
-        parts = self.fan.call("faiss_search", [(self.kind, q, k)] * self.fan.n)
-        return merge_faiss(parts, self.starts, k)
+        parts = self.fan.call("faiss_search", [(self.kind, q, k)] * self.fan.n, partial_ok=True)
+        return merge_faiss(*answered(parts, self.starts), k)
 
 
 class ShardedMatrix:
@@ -282,10 +294,11 @@ class ShardedCollection:
         """Both lists in one call per shard; the shards also score their candidates' passages ahead (for DHR)."""
         self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
-        parts = self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n)
-        bm25 = merge_topk([p[0] for p in parts], self.passage_starts, depth)
-        dense = merge_topk([p[1] for p in parts], self.passage_starts, depth)
-        ahead = np.concatenate([p[2][0] + s for p, s in zip(parts, self.passage_starts, strict=True)])
+        parts, starts = answered(self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n, partial_ok=True),
+                                 self.passage_starts)
+        bm25 = merge_topk([p[0] for p in parts], starts, depth)
+        dense = merge_topk([p[1] for p in parts], starts, depth)
+        ahead = np.concatenate([p[2][0] + s for p, s in zip(parts, starts, strict=True)])
         self._scores_ahead.put(q, ahead, np.concatenate([p[2][1] for p in parts]))
         self._bm25_ahead.put(query, ahead, np.concatenate([p[2][2] for p in parts]).astype(np.float32))
         return bm25, dense
