@@ -240,6 +240,7 @@ def run_level(base: str, clients: int, seconds: float, questions: list[str], ret
             "seconds": round(wall, 1),
             "good": len(lat) + len(good_errors),
             "good_errors": len(good_errors),
+            "good_error_fraction": len(good_errors) / max(1, len(lat) + len(good_errors)),  # the target: 0
             "bad": bad_ok + len(bad_wrong),
             "bad_wrong_status": len(bad_wrong),
             "throughput_rps": round((len(lat) + bad_ok) / wall, 1) if wall > 0 else 0.0,

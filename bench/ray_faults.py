@@ -308,6 +308,7 @@ def build_trials(cluster: LocalRayCluster, work: Path, n: int, docs: int, seed: 
         "check_errors": sum(bool(t.check_errors) for t in trials),
         "identical": sum(t.identical for t in trials),
         "outcome": "pass" if ok == len(trials) else f"FAIL ({len(trials) - ok})",
+        "pass_fraction": ok / len(trials) if trials else 0.0,  # the target: 1.0 (checked by bench/expected.yaml)
         "clean_run_s": round(clean_s, 1), "texts": texts, "documents": docs,
         "clean_placement": clean_placement,
         "error_example": next((t.error_line for t in trials if t.error_line), ""),
@@ -542,6 +543,9 @@ def replica_trials(cluster: LocalRayCluster, work: Path, n: int, clients: int, s
         "recovery_s": {"min": min(rec, default=0), "median": sorted(rec)[len(rec) // 2] if rec else 0,
                        "max": max(rec, default=0)},
         "outcome": "pass" if not bad and trials else f"FAIL ({len(bad)})",
+        # the targets, as fractions of all requests (checked by bench/expected.yaml): both 0
+        "wrong_fraction": sum(t["wrong"] for t in trials) / max(1, sum(t["requests"] for t in trials)),
+        "other_fraction": sum(t["other"] for t in trials) / max(1, sum(t["requests"] for t in trials)),
         "placement": placement if trials else [], "details": trials,
     }
 
