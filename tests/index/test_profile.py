@@ -49,7 +49,7 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return helpers.build_collection(root, helpers.make_docs(), opts)
 
 
-def test_a_large_build_records_its_profile_uses_hnsw_and_a_document_level_stage(large: Path, shared_root: Path) -> None:
+def test_a_large_build_records_its_profile_uses_hnsw_and_the_large_stage(large: Path, shared_root: Path) -> None:
     col = open_collection(large)
     assert col.profile == "large" and col.manifest.profile["asked"] == "large"
     assert col.faiss_types == {"passage": LARGE_FACTORY, "doc": LARGE_FACTORY}

@@ -7,9 +7,12 @@ passages:
 
 * the dense indexes (passages, document summaries, mean vectors, names) are
   HNSW graphs (``HNSW32``), searched approximately in about a millisecond;
-* the default method's ``auto`` document stage becomes a document-level one
-  (:data:`LARGE_DOC_STAGE`), and DHR's passage stage scores only the passages
-  of the documents it keeps (BM25 included: :meth:`Bm25Index.scores_at`).
+* the default method's ``auto`` document stage (:data:`LARGE_DOC_STAGE`) stays
+  ``hybrid-max``, now over those graphs, and DHR's passage stage scores only
+  the passages of the documents it keeps (BM25 included:
+  :meth:`Bm25Index.scores_at`). A document-level stage (``doc-hybrid``) was the
+  first choice and lost 13.8 points of top-1 on real-text distractors
+  (``bench/scale_real.py``), so it stays a named option.
 
 ``small`` is every build before profiles existed: Flat indexes, and the
 ``hybrid-max`` stage that scores passages of the whole collection (the best
