@@ -130,10 +130,11 @@ def _run_config(job: dict[str, Any], out: Any) -> None:
              "stage_ms": run.stage_ms, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
 
 
-def run_isolated(job: dict[str, Any]) -> dict[str, Any]:
+def isolated(target: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """``target(job, queue)`` in a fresh spawned process: its imports, memory and peak RSS are its own."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_run_config, args=(job, q))
+    p = ctx.Process(target=target, args=(job, q))
     p.start()
     got = q.get()
     p.join()
@@ -164,7 +165,7 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
     for label, root, method, params in configs:
         if args.only and not any(o in label for o in args.only.split(",")):
             continue
-        res = run_isolated({"root": str(root), "method": method, "params": params, "questions": str(questions),
+        res = isolated(_run_config, {"root": str(root), "method": method, "params": params, "questions": str(questions),
                             "n": args.questions, "seed": args.seed, "latency": args.latency})
         m = res["metrics"]
         profile = "large" if root == large else "small"
@@ -194,7 +195,7 @@ def part_synthetic(args: argparse.Namespace, rep: Report) -> None:
                                               backend=SYNTHETIC_BACKEND))
         _record_build(f"synthetic-{args.synthetic}", time.perf_counter() - t)
     os.environ["HIERA_CACHE_DIR"] = str(cache_dir)
-    res = run_synthetic_isolated({"root": str(corpus), "queries": qs[: args.latency]})
+    res = isolated(_run_synthetic, {"root": str(corpus), "queries": qs[: args.latency]})
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     rep.add({"method": f"dhr: large default, {args.synthetic:,} synthetic passages", "top1": "–", "top20": "–",
              "answer top1": "–", "p50 ms": round(res["p50"], 1), "p95 ms": round(res["p95"], 1),
@@ -223,16 +224,6 @@ def _run_synthetic(job: dict[str, Any], out: Any) -> None:
     out.put({"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "n": len(ms),
              "doc_stage": r.defaults["doc_stage"], "steps_p50_ms": {k: float(np.median(v)) for k, v in steps.items()},
              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-
-
-def run_synthetic_isolated(job: dict[str, Any]) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_run_synthetic, args=(job, q))
-    p.start()
-    got = q.get()
-    p.join()
-    return got
 
 
 def main() -> None:
