@@ -190,6 +190,14 @@ def test_fulltext_and_aliases(store: CorpusStore) -> None:
     assert store.resolve_title("Blues") is None
 
 
+def test_find_document_takes_an_id_a_title_or_a_redirect(store: CorpusStore) -> None:
+    store.ingest([Redirect(alias="Jazz music", target="Jazz")])
+    for key in ("jazz", "Jazz", "Jazz music"):
+        found = store.find_document(key)
+        assert found is not None and found.id == "jazz", key
+    assert store.find_document("Blues") is None
+
+
 def test_nested_sections_are_counted(tmp_path: Path) -> None:
     s = CorpusStore(tmp_path / "c", create=True)
     doc = Document(

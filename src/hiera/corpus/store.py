@@ -284,6 +284,14 @@ class CorpusStore:
         row = conn.execute("SELECT id FROM documents WHERE title=?", (name,)).fetchone()
         return row[0] if row else None
 
+    def find_document(self, key: str) -> Document | None:
+        """The document whose id is ``key``, else the one whose title or redirect alias it is (what a person types)."""
+        doc = self.get_document(key)
+        if doc is None:
+            resolved = self.resolve_title(key)
+            doc = self.get_document(resolved) if resolved else None
+        return doc
+
     def iter_docs(self, doc_ids: Sequence[str] | None = None) -> Iterator[DocRow]:
         """Documents in insertion (row id) order: the order every index uses."""
         conn = self._conn()

@@ -133,10 +133,7 @@ class LocalSource:
         from hiera.corpus.view import document_view
 
         store = self.col.store
-        doc = store.get_document(doc_id)
-        if doc is None:
-            resolved = store.resolve_title(doc_id)
-            doc = store.get_document(resolved) if resolved else None
+        doc = store.find_document(doc_id)
         if doc is None:
             raise BadInputError(f"no document with id or title {doc_id!r}")
         return document_view(store, doc)

@@ -313,11 +313,7 @@ def create_app(
         """
         doc = None
         if 0 < len(doc_id) <= MAX_DOC_ID_CHARS:
-            store = service.col.store
-            doc = store.get_document(doc_id)
-            if doc is None:
-                resolved = store.resolve_title(doc_id)
-                doc = store.get_document(resolved) if resolved else None
+            doc = service.col.store.find_document(doc_id)
         if doc is None:
             shown = doc_id if len(doc_id) <= 80 else doc_id[:77] + "..."
             raise HTTPException(status_code=404, detail=f"no document with id {shown!r}")
