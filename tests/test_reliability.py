@@ -92,3 +92,47 @@ def test_full_fault_trials(tmp_path: Path) -> None:
         "--out", str(tmp_path / "reliability.json"), "--no-doc",
     ])
     assert rc == 0, (tmp_path / "reliability.json").read_text()
+
+
+def test_add_killed_between_its_swap_and_its_commit_serves_the_state_before(bm25_copy: Path, tmp_path: Path) -> None:
+    """The swap and the SQLite commit are two steps: between them readers, ``check`` and the next writer see "before"."""
+    from hiera.builds import build_collection, open_collection
+    from hiera.check import check_collection
+    from hiera.cli import main
+    from hiera.corpus.ingest import ingest
+    from hiera.index.build import BuildOptions
+    from hiera.index.manifest import Manifest
+    from hiera.index.publish import BUILDS, INDEX_LINK, PENDING, live_build_dir
+
+    root = bm25_copy
+    before, live = helpers.export_digest(root), live_build_dir(root)
+    opts = BuildOptions.from_manifest(Manifest.read(live))
+    opts.progress = False
+    src = helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())
+
+    class Killed(BaseException):
+        """Stands for the SIGKILL: raised after the swap, before COMMIT (the transaction rolls back as a kill's does)."""
+
+    def build_then_die(store) -> None:
+        build_collection(root, opts, log=helpers.QUIET, store=store)
+        assert (root / INDEX_LINK).resolve() != live and (root / BUILDS / PENDING).exists()
+        raise Killed
+
+    with pytest.raises(Killed):
+        ingest([src], "hiera-jsonl", root, progress=False, before_commit=build_then_die)
+    assert (root / INDEX_LINK).resolve() != live  # the link was swapped, the documents were not committed
+    assert helpers.export_digest(root) == before
+    assert live_build_dir(root) == live  # ... so readers are served the build that matches the store
+    col = open_collection(root)
+    assert col.manifest.corpus_version == col.store.version
+    findings = check_collection(root)
+    assert not [f.line() for f in findings if f.status == "error"], [f.line() for f in findings]
+    assert any("never committed" in f.detail for f in findings)
+
+    # the next writer puts the link back, drops the marker and completes
+    assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "-q"]) == 0
+    assert not (root / BUILDS / PENDING).exists()
+    after = live_build_dir(root)
+    assert after != live and (root / INDEX_LINK).resolve() == after
+    assert Manifest.read(after).corpus_version == open_collection(root).store.version
+    assert sorted(p.name for p in (root / BUILDS).iterdir()) == [after.name]

@@ -35,7 +35,7 @@ import numpy as np
 from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
-from hiera.index.publish import BUILDS, INDEX_LINK
+from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
 from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files, check_names
 from hiera.io import loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
@@ -67,6 +67,11 @@ def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums:
     if not build_dir.is_dir():
         c.error("index", f"the {INDEX_LINK} link points to {build_dir}, which does not exist")
         return
+    served = live_build_dir(root)
+    if served is not None and served != build_dir:
+        c.warn("index", f"an interrupted `hiera add` swapped in {build_dir.name} but never committed its documents; "
+                        f"serving {served.name} (the next writer puts the link back)")
+        build_dir = served
     c.ok("index", f"live build {build_dir.name}")
     try:
         manifest = Manifest.read(build_dir)
@@ -170,7 +175,7 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
     builds = root / BUILDS
     if not builds.is_dir():
         return
-    live = (root / INDEX_LINK).resolve() if (root / INDEX_LINK).exists() else None
+    live = live_build_dir(root)
     partial = sorted(p.name for p in builds.glob("*.partial"))
     if partial:
         c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")

@@ -64,6 +64,7 @@ def _add(args: argparse.Namespace) -> int:
     from hiera.index.build import BuildOptions
     from hiera.index.manifest import Manifest
     from hiera.index.publish import live_build_dir, remove_unused_builds
+    from hiera.lock import writer_lock
 
     build_dir = live_build_dir(Path(args.index))
     if build_dir is None:
@@ -75,11 +76,14 @@ def _add(args: argparse.Namespace) -> int:
     progress = log_unless(args.quiet)
     # The new index is built inside the ingest's transaction and swapped in just before it commits:
     # a failure or a kill before that leaves the collection exactly as it was (documents and index).
-    report = ingest(
-        args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet,
-        duplicates=args.duplicates, before_commit=lambda store: build_collection(args.index, opts, log=progress, store=store),
-    )
-    remove_unused_builds(Path(args.index))
+    # The lock spans the clean-up too: it settles the swap's marker, which another writer must not see half-done.
+    with writer_lock(Path(args.index), "hiera add"):
+        report = ingest(
+            args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet,
+            duplicates=args.duplicates,
+            before_commit=lambda store: build_collection(args.index, opts, log=progress, store=store),
+        )
+        remove_unused_builds(Path(args.index))
     _report_ingest(report, args)
     return 0
 

@@ -15,11 +15,22 @@ everything around it, once:
   turned into one :class:`HieraError` line, the partial directory removed and
   the live build untouched;
 * removing the builds nobody serves any more.
+
+``hiera add`` swaps its build in *inside* the ingest's open transaction, so
+that documents and index land together; the swap and the SQLite commit are
+still two steps. Before that swap the publisher writes ``builds/pending.json``
+naming the previous build and the new one. While it exists and the new
+build's corpus version is ahead of the store's committed one (the commit never
+came: a kill, a failed commit), :func:`live_build_dir` answers the previous
+build, so every reader sees the state before the command; the next writer
+settles it (:func:`settle_pending`): the link back when the commit never came,
+the marker removed either way.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import sqlite3
@@ -35,6 +46,7 @@ from hiera.lock import writer_lock
 
 INDEX_LINK = "index"
 BUILDS = "builds"
+PENDING = "pending.json"  # in builds/: {"previous": name, "build": name} while an add's swap awaits its commit
 
 # (partial directory, the store to read, the live build's directory and manifest, if any) → the new manifest
 Writer = Callable[[Path, CorpusStore, Path | None, Manifest | None], Manifest]
@@ -42,10 +54,61 @@ Writer = Callable[[Path, CorpusStore, Path | None, Manifest | None], Manifest]
 
 def live_build_dir(root: Path) -> Path | None:
     """The build the ``index`` link points to, or ``None`` before the first build."""
-    link = Path(root) / INDEX_LINK
+    root = Path(root)
+    link = root / INDEX_LINK
     if not link.exists():
         return None
-    return link.resolve()
+    live = link.resolve()
+    previous = _uncommitted_previous(root, live)
+    return previous if previous is not None else live
+
+
+def pending_swap(root: Path) -> dict[str, str] | None:
+    """The marker of an ``add`` whose swap may not have been committed, if one is there."""
+    path = Path(root) / BUILDS / PENDING
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("previous", "build")):
+        return None
+    return data
+
+
+def _uncommitted_previous(root: Path, live: Path) -> Path | None:
+    """The previous build, when the link points to an add's build whose transaction never committed."""
+    pending = pending_swap(root)
+    if pending is None or live.name != pending["build"]:
+        return None
+    previous = root / BUILDS / pending["previous"]
+    if not previous.is_dir():
+        return None
+    try:
+        ahead = Manifest.read(live).corpus_version
+        store = CorpusStore(root)
+        try:
+            committed = store.version
+        finally:
+            store.close()
+    except (HieraError, sqlite3.Error):
+        return None
+    return previous if ahead > committed else None
+
+
+def settle_pending(root: Path) -> None:
+    """Under the writer lock: put the link back if an add's commit never came, then drop the marker."""
+    root = Path(root)
+    marker = root / BUILDS / PENDING
+    if not marker.exists():
+        return
+    link = root / INDEX_LINK
+    if link.exists():
+        previous = _uncommitted_previous(root, link.resolve())
+        if previous is not None:
+            _swap_link(root, previous)
+            fsync_dir(root)
+    marker.unlink(missing_ok=True)
+    fsync_dir(root / BUILDS)
 
 
 def publish(root: str | Path, write: Writer, *, store: CorpusStore | None = None,
@@ -62,7 +125,7 @@ def publish(root: str | Path, write: Writer, *, store: CorpusStore | None = None
     root = Path(root)
     CorpusStore(root)  # a missing collection is refused before the lock file is created
     with writer_lock(root, command):
-        manifest = _publish_locked(root, write, store or CorpusStore(root))
+        manifest = _publish_locked(root, write, store or CorpusStore(root), in_transaction=store is not None)
         if store is None:
             remove_unused_builds(root)
         return manifest
@@ -73,6 +136,7 @@ def remove_unused_builds(root: Path) -> None:
 
     Called under the writer lock, so no other build is being written.
     """
+    settle_pending(Path(root))
     builds = Path(root) / BUILDS
     live = live_build_dir(Path(root))
     if not builds.is_dir():
@@ -85,7 +149,8 @@ def remove_unused_builds(root: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def _publish_locked(root: Path, write: Writer, store: CorpusStore) -> Manifest:
+def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transaction: bool) -> Manifest:
+    settle_pending(root)
     previous_dir = live_build_dir(root)
     previous = _read_previous(previous_dir)
     builds = root / BUILDS
@@ -104,6 +169,8 @@ def _publish_locked(root: Path, write: Writer, store: CorpusStore) -> Manifest:
         final = builds / name
         os.replace(partial, final)
         fsync_dir(builds)
+        if in_transaction and previous_dir is not None:
+            _write_pending(builds, previous_dir.name, final.name)
         _swap_link(root, final)
         fsync_dir(root)
     except BaseException as e:
@@ -148,6 +215,16 @@ def _read_previous(previous_dir: Path | None) -> Manifest | None:
         return Manifest.read(previous_dir)
     except HieraError:
         return None
+
+
+def _write_pending(builds: Path, previous: str, build: str) -> None:
+    tmp = builds / f".{PENDING}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"previous": previous, "build": build}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, builds / PENDING)
+    fsync_dir(builds)
 
 
 def _swap_link(root: Path, target: Path) -> None:
