@@ -11,6 +11,12 @@ Parts (``--parts``, comma-separated, run in this order):
     ``dhr``). This fills the embedding cache once (≈ 3.5 h for 1M passages
     on 2 quiet cores with onnx-int8; interrupt and rerun to resume: every
     encoded batch is cached); every later build reuses it.
+``warm``
+    only fills the embedding cache with the collection's passage and
+    document-summary vectors, a chunk at a time, nothing else (no BM25, no
+    build): the hours of ``prepare`` that can be spread over several runs.
+    Interrupt it at any time; a rerun starts where the cache ends, and
+    ``prepare`` afterwards encodes nothing.
 ``large``
     the same store, copied to ``real-<N>k-large``, built with ``--profile
     large`` (HNSW32 indexes, ``hybrid-max`` over them): no encoding, the
@@ -90,6 +96,27 @@ def prepare(passages: int, seed: int) -> Path:
         _record_build("small", time.perf_counter() - t)
         print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
     return root
+
+
+def warm(passages: int, seed: int, chunk: int = 8192) -> None:
+    """Encode what ``prepare``'s build will ask for, into the embedding cache, chunk by chunk."""
+    from hiera.corpus.store import CorpusStore
+    from hiera.encode import DEFAULT_MODEL, Encoder
+    from hiera.index.build import read_corpus
+
+    root = collection_dir(passages)
+    store = CorpusStore(root)
+    try:
+        corpus = read_corpus(store, fulltext=False)
+    finally:
+        store.close()
+    enc = Encoder(DEFAULT_MODEL)
+    for desc, texts in (("passages", corpus.passage_texts), ("summaries", corpus.summaries)):
+        t = time.perf_counter()
+        for lo in range(0, len(texts), chunk):
+            enc.encode_document(texts[lo:lo + chunk])
+            done = min(lo + chunk, len(texts))
+            print(f"warm {desc}: {done:,}/{len(texts):,} in cache ({time.perf_counter() - t:.0f}s this run)", flush=True)
 
 
 def build_large(passages: int) -> Path:
@@ -240,6 +267,8 @@ def main() -> None:
     rep = Report("scale_real")
     if "prepare" in parts:
         prepare(args.passages, args.seed)
+    if "warm" in parts:
+        warm(args.passages, args.seed)
     if "large" in parts:
         build_large(args.passages)
     if "eval" in parts:
