@@ -171,3 +171,56 @@ def test_cli_build_and_search_take_a_backend(col_copy: Path, capsys: pytest.Capt
     assert main(["search", str(col_copy), helpers.TOPIC_QUERIES["volcanoes"], "-r", "dense", "--backend", "torch",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"]
+
+
+# -- searching without sentence-transformers ------------------------------------------------------------------
+AWKWARD = [*TEXTS, "", "  padded   with spaces  ", "Ünïcödé — naïve café 東京 🚀", "word " * 400, "a\tb\nc", "x"]
+
+
+def test_the_fast_tokenizer_gives_sentence_transformers_token_tensors(cache: Path) -> None:
+    enc = Encoder(cache_dir=cache, use_cache=False, backend="torch")
+    fast = backends.FastTokenizer.load(enc.path)
+    assert fast is not None and fast.dim == enc.dim and fast.max_seq_length == enc.max_seq_length
+    for batch in (AWKWARD, AWKWARD[:1], AWKWARD[::-1]):
+        ours, theirs = fast(batch), enc.model.preprocess(batch)
+        for name in ("input_ids", "attention_mask", "token_type_ids"):
+            assert np.array_equal(ours[name], theirs[name].numpy()), name
+    assert fast(["word " * 400])["input_ids"].shape == (1, enc.max_seq_length)  # truncated at the model's length
+
+
+def test_a_model_it_cannot_reproduce_is_left_to_sentence_transformers(cache: Path, tmp_path: Path) -> None:
+    import shutil
+
+    enc = Encoder(cache_dir=cache, use_cache=False, backend="torch")
+    for name, edit in [
+        ("sentence_bert_config.json", lambda c: {**c, "do_lower_case": True}),
+        ("config_sentence_transformers.json", lambda c: {**c, "prompts": {"query": "query: "}}),
+        ("modules.json", lambda c: [*c, {"idx": 3, "name": "3", "path": "3_Dense",
+                                         "type": "sentence_transformers.models.Dense"}]),
+    ]:
+        model = tmp_path / name
+        shutil.copytree(enc.path, model)
+        (model / name).write_text(json.dumps(edit(json.loads((model / name).read_text()))))
+        assert backends.FastTokenizer.load(model) is None, name
+
+
+def test_searching_on_exported_graphs_never_loads_sentence_transformers(col_copy: Path, cache: Path) -> None:
+    """A cold search imports neither sentence-transformers nor torch: seconds of a one-off CLI call (bench/cold_cli.py)."""
+    import subprocess
+    import sys
+
+    build(col_copy, BuildOptions(progress=False, backend="onnx"), log=helpers.QUIET)
+    want = get_retriever("dense", open_collection(col_copy)).search("where did jazz begin", k=3)
+    code = (
+        "import json, sys\n"
+        "from hiera.builds import open_collection\n"
+        "from hiera.retrieve import get_retriever\n"
+        f"res = get_retriever('dense', open_collection({str(col_copy)!r})).search('where did jazz begin', k=3)\n"
+        "print(json.dumps({'ids': [h.passage_id for h in res], 'scores': [h.score for h in res],\n"
+        "                  'loaded': [m for m in ('sentence_transformers', 'torch') if m in sys.modules]}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == []
+    assert got["ids"] == [h.passage_id for h in want]
+    assert np.allclose(got["scores"], [h.score for h in want], atol=1e-5)

@@ -36,6 +36,17 @@ same either way. An int8 vector also depends a little on the batch it was
 encoded in (activations are quantized with one range per graph call); the
 embedding cache keeps the first one, so a rebuild or ``hiera add`` reuses it.
 
+Why a search process need not load sentence-transformers at all: once the
+graphs exist, a query needs only a tokenizer and ONNX Runtime. Importing
+sentence-transformers (and with it torch, transformers and scikit-learn) is
+about 7 of the 10 seconds a cold ``hiera search`` took on this machine.
+:class:`FastTokenizer` reads the model's ``tokenizer.json`` with the
+``tokenizers`` library and pads and truncates as sentence-transformers does;
+it is used only for the plain pipeline (Transformer, one Pooling mode,
+Normalize; no prompts, no lower-casing, no extra processing settings), where
+``tests/test_backends.py`` checks it gives the same token tensors; any other
+model loads sentence-transformers as before.
+
 Exports are made once per model (fingerprint) and kept beside the embedding
 cache, each file written to a temporary name and renamed, so two processes
 exporting at once, or a killed export, never leave a half-written graph.
@@ -43,7 +54,9 @@ exporting at once, or a killed export, never leave a half-written graph.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -225,10 +238,15 @@ def graph_path(st: Any, backend: str, root: Path) -> Path:
 
 
 def _threads() -> int:
-    """As many threads as torch uses (``OMP_NUM_THREADS`` or the cores), so every backend gets the same share."""
-    import torch
+    """As many threads as torch uses (``OMP_NUM_THREADS`` or the cores), so every backend gets the same share.
 
-    return max(1, int(torch.get_num_threads()))
+    Asks torch only when it is loaded already: importing it to count cores costs a cold search seconds.
+    0 (the runtimes' own default, the physical cores, as torch's) when neither says.
+    """
+    if "torch" in sys.modules:
+        return max(1, int(sys.modules["torch"].get_num_threads()))
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else 0
 
 
 def session_options() -> Any:
@@ -245,20 +263,97 @@ def session_options() -> Any:
     return so
 
 
+def graphs_ready(backend: str, root: Path) -> bool:
+    """Whether ``backend``'s graphs for documents and queries are exported already (nothing to trace)."""
+    if backend not in _FILES:
+        return False
+    needed = [_FILES[backend]] + ([_FILES["onnx"]] if backend == "onnx-int8" else [])
+    return all((Path(root) / name).is_file() for name in needed)
+
+
+_PLAIN_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+                  "sentence_transformers.models.Normalize")
+_PLAIN_ST_CONFIG = {"__version__", "prompts", "default_prompt_name", "similarity_fn_name", "model_type"}
+
+
+class FastTokenizer:
+    """Token tensors for a plain sentence-transformers model, from its ``tokenizer.json`` alone (module docstring)."""
+
+    def __init__(self, tokenizer: Any, max_seq_length: int, dim: int) -> None:
+        self.tokenizer, self.max_seq_length, self.dim = tokenizer, max_seq_length, dim
+
+    @classmethod
+    def load(cls, model_dir: Path) -> FastTokenizer | None:
+        """The tokenizer when ``model_dir`` is a plain pipeline this class reproduces exactly, else None."""
+        model_dir = Path(model_dir)
+        try:
+            modules = json.loads((model_dir / "modules.json").read_text())
+            sbert = json.loads((model_dir / "sentence_bert_config.json").read_text())
+            st_cfg_path = model_dir / "config_sentence_transformers.json"
+            st_cfg = json.loads(st_cfg_path.read_text()) if st_cfg_path.exists() else {}
+            types = tuple(m["type"] for m in modules)
+            if types not in (_PLAIN_MODULES, _PLAIN_MODULES[:2]) or modules[0].get("path") not in ("", "."):
+                return None
+            pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+        if set(sbert) - {"max_seq_length", "do_lower_case"} or sbert.get("do_lower_case"):
+            return None
+        if set(st_cfg) - _PLAIN_ST_CONFIG or any((st_cfg.get("prompts") or {}).values()) \
+                or st_cfg.get("default_prompt_name"):
+            return None
+        modes = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True]
+        max_len, dim = sbert.get("max_seq_length"), pooling.get("word_embedding_dimension")
+        if len(modes) != 1 or not isinstance(max_len, int) or not isinstance(dim, int):
+            return None
+        try:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception:  # not installed, or a file this version cannot read: sentence-transformers can
+            return None
+        pad = (tok.padding or {}).get("pad_token") or "[PAD]"
+        pad_id = tok.token_to_id(pad)
+        if pad_id is None:
+            return None
+        tok.enable_truncation(max_length=max_len)  # tokenizer.json's own settings (128 for MiniLM) are not the model's
+        tok.enable_padding(pad_id=pad_id, pad_token=pad)
+        return cls(tok, max_len, dim)
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        enc = self.tokenizer.encode_batch(list(texts))
+        return {
+            "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+        }
+
+
 class GraphEncoder:
     """One exported sentence-transformers model: texts in, L2-normalized float32 vectors out.
 
     Sessions open on first use, one per graph: a build never loads the query
-    graph, a search process never loads the int8 document graph.
+    graph, a search process never loads the int8 document graph. With a
+    :class:`FastTokenizer` and the graphs already exported, the
+    sentence-transformers model (``model``, called for it) is never loaded.
     """
 
-    def __init__(self, st: Any, backend: str, root: Path) -> None:
+    def __init__(self, model: Callable[[], Any], backend: str, root: Path,
+                 tokenizer: FastTokenizer | None = None) -> None:
         """``backend``: a checked, installed one (:class:`hiera.encode.Encoder` checks before loading the model)."""
         if backend not in _FILES:
             raise ValueError(f"GraphEncoder runs exported graphs ({', '.join(_FILES)}), not {backend!r}")
-        _check_exportable(st)
-        self.st, self.backend = st, backend
-        self.path = graph_path(st, backend, Path(root))  # documents
+        self.backend, self._model = backend, model
+        if tokenizer is not None and graphs_ready(backend, root):
+            self.path = Path(root) / _FILES[backend]
+            self._tokenize: Callable[[list[str], str], dict[str, np.ndarray]] = lambda texts, prompt: tokenizer(texts)
+        else:
+            st = model()
+            _check_exportable(st)
+            self.path = graph_path(st, backend, Path(root))  # documents
+            self._tokenize = lambda texts, prompt: {
+                k: v.numpy() for k, v in _tensors(st.preprocess(texts, prompt=prompt or None)).items()
+            }
         # queries: the float graph the int8 one was quantized from (made on the way to it)
         self.query_path = self.path.with_name(_FILES["onnx"]) if backend == "onnx-int8" else self.path
         self._runs: dict[Path, Callable[[dict[str, np.ndarray]], np.ndarray]] = {}
@@ -294,8 +389,7 @@ class GraphEncoder:
         out: np.ndarray | None = None
         for start in tqdm(range(0, len(order), batch_size), disable=not progress, leave=False, desc="encode"):
             idx = order[start : start + batch_size]
-            feats = _tensors(self.st.preprocess([texts[i] for i in idx], prompt=prompt or None))
-            vecs = np.asarray(run({k: v.numpy() for k, v in feats.items()}), dtype=np.float32)
+            vecs = np.asarray(run(self._tokenize([texts[i] for i in idx], prompt)), dtype=np.float32)
             if out is None:
                 out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
             out[idx] = vecs

@@ -232,36 +232,59 @@ class Encoder:
         self.path = resolve_model_path(model)
         check_weights(self.path, trust_pickle)
         self.name = str(model)
-        from sentence_transformers import SentenceTransformer
-
-        try:
-            with quiet_transformers():
-                self.model = SentenceTransformer(str(self.path), device=self.device)
-        except Exception as e:  # a broken or foreign directory
-            raise HieraError(f"cannot load model from {self.path}: {e}") from None
-        if self.precision == "float16":
-            self.model.half()
-        # The prompts encode_query / encode_document pick by default, resolved once so that
-        # the cache key and the manifest name exactly the prompt the vectors were made with.
-        prompts = self.model.prompts
-        self.query_prompt = prompts.get("query") or ""
-        doc_name = next((n for n in ("document", "passage", "corpus") if n in prompts), None)
-        self.document_prompt = (prompts[doc_name] or "") if doc_name else ""
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
         self.fingerprint = model_fingerprint(self.path)
         self.batch_size = batch_size or (CUDA_BATCH if self.device == "cuda" else CPU_BATCH)
         # A Hugging Face fast tokenizer raises "Already borrowed" when two
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
+        self._model: Any = None
         self._graph = None
+        # one export per model on this machine (``$HIERA_CACHE_DIR``), wherever this encoder caches vectors
+        graphs = default_cache_dir() / "graphs" / self.fingerprint[:24]
+        fast = None
+        if self.backend != "torch":
+            from hiera.backends import FastTokenizer, graphs_ready
+
+            fast = FastTokenizer.load(self.path) if graphs_ready(self.backend, graphs) else None
+        if fast is not None:
+            # exported graphs and a plain model: the sentence-transformers model loads only if asked for
+            # (FetchHR's layers, training); a plain model has no prompts
+            self.query_prompt = self.document_prompt = ""
+            self.dim, self.max_seq_length = fast.dim, fast.max_seq_length
+        else:
+            st = self.model
+            # The prompts encode_query / encode_document pick by default, resolved once so that
+            # the cache key and the manifest name exactly the prompt the vectors were made with.
+            prompts = st.prompts
+            self.query_prompt = prompts.get("query") or ""
+            doc_name = next((n for n in ("document", "passage", "corpus") if n in prompts), None)
+            self.document_prompt = (prompts[doc_name] or "") if doc_name else ""
+            get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+            self.dim, self.max_seq_length = int(get_dim()), int(st.max_seq_length)
         if self.backend != "torch":
             from hiera.backends import GraphEncoder
 
-            # one export per model on this machine (``$HIERA_CACHE_DIR``), wherever this encoder caches vectors
-            self._graph = GraphEncoder(self.model, self.backend, default_cache_dir() / "graphs" / self.fingerprint[:24])
+            self._graph = GraphEncoder(lambda: self.model, self.backend, graphs, fast)
         self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.cache_key, self.dim) if use_cache else None
+
+    @property
+    def model(self) -> Any:
+        """The sentence-transformers model, loaded on first use (a search on exported graphs never needs it)."""
+        with self._model_lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                try:
+                    with quiet_transformers():
+                        st = SentenceTransformer(str(self.path), device=self.device)
+                except Exception as e:  # a broken or foreign directory
+                    raise HieraError(f"cannot load model from {self.path}: {e}") from None
+                if self.precision == "float16":
+                    st.half()
+                self._model = st
+        return self._model
 
     @property
     def graph(self) -> Any:
@@ -282,7 +305,7 @@ class Encoder:
             path=str(self.path),
             fingerprint=self.fingerprint,
             dim=self.dim,
-            max_seq_length=int(self.model.max_seq_length),
+            max_seq_length=self.max_seq_length,
             query_prompt=self.query_prompt,
             document_prompt=self.document_prompt,
             backend=self.backend,
@@ -296,8 +319,9 @@ class Encoder:
         return self.backend == "torch" and (self.device == "cuda" or self.precision != "float32")
 
     def _run(
-        self, encode: Any, texts: Sequence[str], prompt: str, show_progress: bool, query: bool = False
+        self, method: str, texts: Sequence[str], prompt: str, show_progress: bool, query: bool = False
     ) -> np.ndarray:
+        """``method``: the sentence-transformers method torch runs (named, so that a graph run never loads the model)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
@@ -305,7 +329,7 @@ class Encoder:
                 return self._graph.encode(list(texts), prompt, self.batch_size, show_progress, query=query)
             if self.streams and not query:
                 return stream_encode(self.model, texts, prompt, self.batch_size, self.device)
-            vecs = encode(
+            vecs = getattr(self.model, method)(
                 list(texts),
                 prompt=prompt,
                 batch_size=self.batch_size,
@@ -317,13 +341,13 @@ class Encoder:
 
     def _encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         """Documents, uncached; the model adds its document prompt."""
-        return self._run(self.model.encode_document, texts, self.document_prompt, show_progress)
+        return self._run("encode_document", texts, self.document_prompt, show_progress)
 
     def encode_query(self, queries: str | Sequence[str]) -> np.ndarray:
         """Queries are short and unique: no cache, no sorting."""
         single = isinstance(queries, str)
         qs = [queries] if single else list(queries)
-        vecs = self._run(self.model.encode_query, qs, self.query_prompt, False, query=True)
+        vecs = self._run("encode_query", qs, self.query_prompt, False, query=True)
         return vecs[0] if single else vecs
 
     def encode_document(

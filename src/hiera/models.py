@@ -8,6 +8,7 @@ must not change how ``transformers`` logs for the rest of the process.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,7 +106,15 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA device (imports torch: call it when a model is about to load anyway)."""
+    """Whether torch sees a CUDA device.
+
+    On Linux without NVIDIA's driver there can be none, and importing torch to
+    hear so cost a cold search about 2 s: it is asked only where a driver is.
+    """
+    if "torch" not in sys.modules and sys.platform.startswith("linux") and not any(
+        os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0")
+    ):
+        return False
     import torch
 
     return bool(torch.cuda.is_available())

@@ -44,9 +44,9 @@ _RESCORE_FLOATS = 1 << 24  # float32 values of gathered rows rescored at once (a
 
 
 def cuda_available() -> bool:
-    import torch
+    from hiera import models
 
-    return bool(torch.cuda.is_available())
+    return models.cuda_available()
 
 
 def model_device(search_device: str) -> str:
