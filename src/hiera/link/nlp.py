@@ -37,5 +37,21 @@ class SpacyModel:
                     ) from None
         return self._nlp
 
+    def load_in_background(self) -> None:
+        """Start loading in a thread: a cold process then imports spaCy while it encodes the query.
+
+        A load that fails here is simply retried (and reported) by the first real use.
+        """
+        if self._nlp is not None:
+            return
+
+        def load() -> None:
+            try:
+                self.nlp  # noqa: B018 - the property loads under the lock
+            except HieraError:
+                pass
+
+        threading.Thread(target=load, name="hiera-spacy-load", daemon=True).start()
+
     def __call__(self, text: str) -> Any:
         return self.nlp(text)
