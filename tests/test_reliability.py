@@ -128,6 +128,10 @@ def test_add_killed_between_its_swap_and_its_commit_serves_the_state_before(bm25
     findings = check_collection(root)
     assert not [f.line() for f in findings if f.status == "error"], [f.line() for f in findings]
     assert any("never committed" in f.detail for f in findings)
+    # another writer commits documents meanwhile (the corpus version moves on): the add's build is still not theirs
+    other = helpers.write_jsonl(tmp_path / "other.jsonl", helpers.make_extra_docs()[:1])
+    ingest([other], "hiera-jsonl", root, progress=False)
+    assert live_build_dir(root) == live
 
     # the next writer puts the link back, drops the marker and completes
     assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "-q"]) == 0

@@ -144,6 +144,15 @@ class CorpusStore:
         return int(self._meta("version") or 0)
 
     @property
+    def published_build(self) -> str | None:
+        """The build an ``add`` swapped in inside the transaction that last committed documents with one, if any."""
+        return self._meta("published_build")
+
+    def mark_published(self, build: str) -> None:
+        """Inside an open ingest transaction: this build goes live with these documents (committed together or not)."""
+        self._conn().execute("INSERT OR REPLACE INTO meta VALUES ('published_build', ?)", (build,))
+
+    @property
     def rules(self) -> PassageRules | None:
         raw = self._meta("rules")
         return PassageRules.from_dict(json.loads(raw)) if raw else None

@@ -19,12 +19,13 @@ everything around it, once:
 ``hiera add`` swaps its build in *inside* the ingest's open transaction, so
 that documents and index land together; the swap and the SQLite commit are
 still two steps. Before that swap the publisher writes ``builds/pending.json``
-naming the previous build and the new one. While it exists and the new
-build's corpus version is ahead of the store's committed one (the commit never
-came: a kill, a failed commit), :func:`live_build_dir` answers the previous
-build, so every reader sees the state before the command; the next writer
-settles it (:func:`settle_pending`): the link back when the commit never came,
-the marker removed either way.
+naming the previous build and the new one, and records the new build's name in
+the store inside the open transaction. While the marker exists and the store's
+committed record names another build (the commit never came: a kill, a failed
+commit; and whatever other writer committed since), :func:`live_build_dir`
+answers the previous build, so every reader sees the state before the command;
+the next writer that publishes settles it (:func:`settle_pending`): the link
+back when the commit never came, the marker removed either way.
 """
 
 from __future__ import annotations
@@ -84,15 +85,14 @@ def _uncommitted_previous(root: Path, live: Path) -> Path | None:
     if not previous.is_dir():
         return None
     try:
-        ahead = Manifest.read(live).corpus_version
         store = CorpusStore(root)
         try:
-            committed = store.version
+            committed = store.published_build
         finally:
             store.close()
     except (HieraError, sqlite3.Error):
         return None
-    return previous if ahead > committed else None
+    return previous if committed != pending["build"] else None
 
 
 def settle_pending(root: Path) -> None:
@@ -169,8 +169,10 @@ def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transactio
         final = builds / name
         os.replace(partial, final)
         fsync_dir(builds)
-        if in_transaction and previous_dir is not None:
-            _write_pending(builds, previous_dir.name, final.name)
+        if in_transaction:
+            store.mark_published(final.name)  # commits with the documents, or rolls back with them
+            if previous_dir is not None:
+                _write_pending(builds, previous_dir.name, final.name)
         _swap_link(root, final)
         fsync_dir(root)
     except BaseException as e:
