@@ -49,6 +49,20 @@ def test_auto_is_the_cpu_without_a_gpu_and_cuda_with_one(monkeypatch: pytest.Mon
         pick_device("tensorrt", "auto")
 
 
+def test_asking_for_cuda_imports_torch_only_where_a_driver_is() -> None:
+    """Where no NVIDIA driver is there can be no CUDA device: a cold search must not pay seconds of torch to hear so."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys\nfrom hiera.models import cuda_available\nprint(cuda_available(), 'torch' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    driver = sys.platform.startswith("linux") and any(
+        os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
+    assert out[1] == str(driver or not sys.platform.startswith("linux"))
+    assert out[0] == str(cuda_available())
+
+
 @pytest.mark.parametrize("argv", [
     ["build", "{root}", "--device", "cuda"],
     ["search", "{root}", "volcano", "--device", "cuda"],

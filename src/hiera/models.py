@@ -109,10 +109,11 @@ def cuda_available() -> bool:
     """Whether torch sees a CUDA device.
 
     On Linux without NVIDIA's driver there can be none, and importing torch to
-    hear so cost a cold search about 2 s: it is asked only where a driver is.
+    hear so cost a cold search about 2 s: it is asked only where a driver is
+    (``/dev/dxg``: WSL 2, whose GPUs have no ``/dev/nvidia*``).
     """
     if "torch" not in sys.modules and sys.platform.startswith("linux") and not any(
-        os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0")
+        os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
     ):
         return False
     import torch
