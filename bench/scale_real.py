@@ -93,7 +93,7 @@ def prepare(passages: int, seed: int) -> Path:
     if live_build_dir(root) is None:
         t = time.perf_counter()
         build_collection(root, BuildOptions(progress=True, profile="small"))
-        _record_build("small", time.perf_counter() - t)
+        _record_build(f"small-{passages // 1000}k", time.perf_counter() - t)
         print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
     return root
 
@@ -133,7 +133,7 @@ def build_large(passages: int) -> Path:
         shutil.copy2(small / STORE_FILE, root / STORE_FILE)
         t = time.perf_counter()
         build_collection(root, BuildOptions(progress=True, profile="large"))
-        _record_build("large", time.perf_counter() - t)
+        _record_build(f"large-{passages // 1000}k", time.perf_counter() - t)
         print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
     return root
 
@@ -201,8 +201,8 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
             "top20": round(100 * m.get("gold_passage_top20", 0), 1),
             "answer top1": round(100 * m.get("top1", 0), 1), "p50 ms": round(m.get("latency_ms_p50", 0), 1),
             "p95 ms": round(m.get("latency_ms_p95", 0), 1), "peak RSS MB": round(res["peak_rss_mb"]),
-            "build s": times.get(profile, "–"), "index GB": round(index_bytes(root) / 1e9, 2),
-        }, result={**res, "root": str(root)}, key=label)
+            "build s": times.get(f"{profile}-{args.passages // 1000}k", times.get(profile, "–")), "index GB": round(index_bytes(root) / 1e9, 2),
+        }, result={**res, "root": str(root)}, key=f"{args.passages // 1000}k/{label}")  # one JSON keeps every scale
 
 
 def part_synthetic(args: argparse.Namespace, rep: Report) -> None:
