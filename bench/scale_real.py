@@ -98,7 +98,7 @@ def prepare(passages: int, seed: int) -> Path:
     return root
 
 
-def warm(passages: int, seed: int, chunk: int = 8192) -> None:
+def warm(passages: int, chunk: int = 8192) -> None:
     """Encode what ``prepare``'s build will ask for, into the embedding cache, chunk by chunk."""
     from hiera.corpus.store import CorpusStore
     from hiera.encode import DEFAULT_MODEL, Encoder
@@ -201,7 +201,7 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
             "top20": round(100 * m.get("gold_passage_top20", 0), 1),
             "answer top1": round(100 * m.get("top1", 0), 1), "p50 ms": round(m.get("latency_ms_p50", 0), 1),
             "p95 ms": round(m.get("latency_ms_p95", 0), 1), "peak RSS MB": round(res["peak_rss_mb"]),
-            "build s": times.get(f"{profile}-{args.passages // 1000}k", times.get(profile, "–")), "index GB": round(index_bytes(root) / 1e9, 2),
+            "build s": times.get(f"{profile}-{args.passages // 1000}k", "–"), "index GB": round(index_bytes(root) / 1e9, 2),
         }, result={**res, "root": str(root)}, key=f"{args.passages // 1000}k/{label}")  # one JSON keeps every scale
 
 
@@ -273,7 +273,7 @@ def main() -> None:
     if "prepare" in parts:
         prepare(args.passages, args.seed)
     if "warm" in parts:
-        warm(args.passages, args.seed)
+        warm(args.passages)
     if "large" in parts:
         build_large(args.passages)
     if "eval" in parts:

@@ -343,7 +343,7 @@ class GraphEncoder:
         """``backend``: a checked, installed one (:class:`hiera.encode.Encoder` checks before loading the model)."""
         if backend not in _FILES:
             raise ValueError(f"GraphEncoder runs exported graphs ({', '.join(_FILES)}), not {backend!r}")
-        self.backend, self._model = backend, model
+        self.backend = backend
         if tokenizer is not None and graphs_ready(backend, root):
             self.path = Path(root) / _FILES[backend]
             self._tokenize: Callable[[list[str], str], dict[str, np.ndarray]] = lambda texts, prompt: tokenizer(texts)

@@ -245,9 +245,10 @@ class Encoder:
         graphs = default_cache_dir() / "graphs" / self.fingerprint[:24]
         fast = None
         if self.backend != "torch":
-            from hiera.backends import FastTokenizer, graphs_ready
+            from hiera.backends import FastTokenizer, GraphEncoder, graphs_ready
 
             fast = FastTokenizer.load(self.path) if graphs_ready(self.backend, graphs) else None
+            self._graph = GraphEncoder(lambda: self.model, self.backend, graphs, fast)
         if fast is not None:
             # exported graphs and a plain model: the sentence-transformers model loads only if asked for
             # (FetchHR's layers, training); a plain model has no prompts
@@ -263,10 +264,6 @@ class Encoder:
             self.document_prompt = (prompts[doc_name] or "") if doc_name else ""
             get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
             self.dim, self.max_seq_length = int(get_dim()), int(st.max_seq_length)
-        if self.backend != "torch":
-            from hiera.backends import GraphEncoder
-
-            self._graph = GraphEncoder(lambda: self.model, self.backend, graphs, fast)
         self.cache = EmbeddingCache(cache_dir or default_cache_dir(), self.cache_key, self.dim) if use_cache else None
 
     @property

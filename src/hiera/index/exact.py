@@ -37,16 +37,11 @@ from typing import Any
 import numpy as np
 
 from hiera.errors import BadInputError
+from hiera.models import cuda_available
 
 DEVICES = ("auto", "faiss", "cuda", "cpu")
 _QUERY_BATCH = 256  # queries per matrix product: bounds the (queries × vectors) score block
 _RESCORE_FLOATS = 1 << 24  # float32 values of gathered rows rescored at once (a k of millions stays bounded)
-
-
-def cuda_available() -> bool:
-    from hiera import models
-
-    return models.cuda_available()
 
 
 def model_device(search_device: str) -> str:
