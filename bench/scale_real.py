@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import OUT, WORK, Report, data_dir
+from hiera.backends import BACKENDS
 
 HERE = WORK / "scale_real"
 DEFAULT_PASSAGES = 1_000_000
@@ -264,7 +265,7 @@ def main() -> None:
     ap.add_argument("--latency", type=int, default=200, help="single queries timed per method")
     ap.add_argument("--only", default="", help="eval: only the methods whose label contains one of these (comma list)")
     ap.add_argument("--synthetic", type=int, default=5_000_000, help="synthetic passages for the speed part")
-    ap.add_argument("--synthetic-backend", default="onnx-int8",
+    ap.add_argument("--synthetic-backend", default="onnx-int8", choices=[b for b in BACKENDS if b != "auto"],
                     help="the encoder backend the synthetic build records (its query encoder): onnx-int8 is what "
                          "`auto` gives here; torch was the first runs' (their vectors are filed under it)")
     args = ap.parse_args()
