@@ -21,6 +21,10 @@ Parts (``--parts``, comma-separated, run in this order):
     the same store, copied to ``real-<N>k-large``, built with ``--profile
     large`` (HNSW32 indexes, ``hybrid-max`` over them): no encoding, the
     vectors come from the cache.
+``large-sq8``
+    the same again in ``real-<N>k-large-sq8`` with the 8-bit graphs
+    (``HNSW32_SQ8``) that ``auto`` gives from 2M passages: their quality
+    on real text, measured where the float graphs can still be compared.
 ``eval``
     SQuAD dev (first 24 articles) questions, gold by passage id (so a copied
     sentence cannot count as a hit): top-1/top-20 and p50/p95 latency of
@@ -120,21 +124,27 @@ def warm(passages: int, chunk: int = 8192) -> None:
             print(f"warm {desc}: {done:,}/{len(texts):,} in cache ({time.perf_counter() - t:.0f}s this run)", flush=True)
 
 
-def build_large(passages: int) -> Path:
-    """The same documents with the large profile (HNSW indexes): vectors from the cache, nothing encoded."""
+def build_large(passages: int, factory: str | None = None) -> Path:
+    """The same documents with the large profile (HNSW indexes): vectors from the cache, nothing encoded.
+
+    ``factory`` (``large-sq8``: ``HNSW32_SQ8``) builds the large profile with
+    other graphs, in a directory of its own, to compare them on real text.
+    """
     from hiera.builds import build_collection
     from hiera.corpus.store import STORE_FILE
     from hiera.index.build import BuildOptions
     from hiera.index.publish import live_build_dir
 
-    small, root = collection_dir(passages), collection_dir(passages, "large")
+    label = "large" if factory is None else "large-sq8"
+    small, root = collection_dir(passages), collection_dir(passages, label)
     if live_build_dir(root) is None:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         shutil.copy2(small / STORE_FILE, root / STORE_FILE)
         t = time.perf_counter()
-        build_collection(root, BuildOptions(progress=True, profile="large"))
-        _record_build(f"large-{passages // 1000}k", time.perf_counter() - t)
+        build_collection(root, BuildOptions(progress=True, profile="large", passage_factory=factory,
+                                            doc_factory=factory))
+        _record_build(f"{label}-{passages // 1000}k", time.perf_counter() - t)
         print(f"built {root} in {time.perf_counter() - t:.0f}s", flush=True)
     return root
 
@@ -155,7 +165,23 @@ def _run_config(job: dict[str, Any], out: Any) -> None:
     run = evaluate_retriever(col, job["method"], qs, ks=(1, 5, 20, 100), params=job["params"],
                              latency_sample=job["latency"], progress=False)
     out.put({"metrics": run.metrics, "params": {k: str(v) for k, v in run.params.items()},
-             "stage_ms": run.stage_ms, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+             "stage_ms": run.stage_ms, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+             **rss_parts()})
+
+
+def rss_parts() -> dict[str, float]:
+    """Resident MB now, split: anonymous memory vs pages of memory-mapped files (indexes, matrices).
+
+    Mapped pages count in RSS but are the page cache's to drop; the split
+    says how much of a peak is the vectors being memory-mapped.
+    """
+    parts = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile"):
+                parts[key] = int(value.split()[0]) / 1024
+    return {"rss_anon_mb": parts.get("RssAnon", 0.0), "rss_file_mb": parts.get("RssFile", 0.0)}
 
 
 def isolated(target: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +205,7 @@ def index_bytes(root: Path) -> int:
 
 def part_eval(args: argparse.Namespace, rep: Report) -> None:
     small, large = collection_dir(args.passages), collection_dir(args.passages, "large")
+    sq8 = collection_dir(args.passages, "large-sq8")
     questions = data_dir() / "squad" / "dev-v1.1.first24.json"
     configs = [
         ("bm25", small, "bm25", {}),
@@ -186,6 +213,7 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
         ("hybrid", small, "hybrid", {}),
         ("dhr: today's default (hybrid-max, Flat)", small, "dhr", {"doc_stage": "hybrid-max"}),
         ("dhr: large default (auto)", large, "dhr", {}),
+        ("dhr: large default on 8-bit graphs (HNSW32_SQ8, what auto builds from 2M passages)", sq8, "dhr", {}),
         ("dhr: doc-hybrid on the large build (BM25 documents + mean vectors)", large, "dhr", {"doc_stage": "doc-hybrid"}),
         ("dhr: bm25 documents on the large build", large, "dhr", {"doc_stage": "bm25"}),
     ]
@@ -193,10 +221,13 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
     for label, root, method, params in configs:
         if args.only and not any(o in label for o in args.only.split(",")):
             continue
+        if not (root / "index").exists():
+            print(f"skipped {label!r}: {root} is not built (its --parts)", flush=True)
+            continue
         res = isolated(_run_config, {"root": str(root), "method": method, "params": params, "questions": str(questions),
                             "n": args.questions, "seed": args.seed, "latency": args.latency})
         m = res["metrics"]
-        profile = "large" if root == large else "small"
+        profile = {large: "large", sq8: "large-sq8"}.get(root, "small")
         rep.add({
             "method": label, "top1": round(100 * m.get("gold_passage_top1", 0), 1),
             "top20": round(100 * m.get("gold_passage_top20", 0), 1),
@@ -223,13 +254,16 @@ def part_synthetic(args: argparse.Namespace, rep: Report) -> None:
         t = time.perf_counter()
         build_collection(corpus, BuildOptions(progress=True, profile="large", cache_dir=cache_dir, backend=backend))
         _record_build(name, time.perf_counter() - t)
+        # this process made the collection and built it: its peak is the build's (the synthetic ingest is smaller)
+        _record_build(f"{name} peak RSS MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     os.environ["HIERA_CACHE_DIR"] = str(cache_dir)
     res = isolated(_run_synthetic, {"root": str(corpus), "queries": qs[: args.latency]})
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     rep.add({"method": f"dhr: large default, {args.synthetic:,} synthetic passages, {backend} queries",
              "top1": "–", "top20": "–",
              "answer top1": "–", "p50 ms": round(res["p50"], 1), "p95 ms": round(res["p95"], 1),
-             "peak RSS MB": round(res["peak_rss_mb"]), "build s": times.get(name, "–"),
+             "peak RSS MB": round(res["peak_rss_mb"]), "RSS anon/file MB": f"{res['rss_anon_mb']:.0f}/{res['rss_file_mb']:.0f}",
+             "build s": times.get(name, "–"),
              "index GB": round(index_bytes(corpus) / 1e9, 2)}, result=res, key=name)
 
 
@@ -253,7 +287,7 @@ def _run_synthetic(job: dict[str, Any], out: Any) -> None:
             steps.setdefault(s.name, []).append(s.ms)
     out.put({"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "n": len(ms),
              "doc_stage": r.defaults["doc_stage"], "steps_p50_ms": {k: float(np.median(v)) for k, v in steps.items()},
-             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **rss_parts()})
 
 
 def main() -> None:
@@ -277,6 +311,10 @@ def main() -> None:
         warm(args.passages)
     if "large" in parts:
         build_large(args.passages)
+    if "large-sq8" in parts:
+        from hiera.index.profile import COMPRESSED_FACTORY
+
+        build_large(args.passages, COMPRESSED_FACTORY)
     if "eval" in parts:
         part_eval(args, rep)
     if "synthetic" in parts:

@@ -403,3 +403,24 @@ def test_bm25_only_build(col_copy: Path) -> None:
             get_retriever(name, col).search("chess")
     with pytest.raises(HieraError):
         open_collection(col_copy, passage_encoder="minilm")
+
+
+def test_vectors_encoded_in_blocks_equal_one_block(shared_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build encodes (and reads the cache) a block of texts at a time; the matrices are those of one call."""
+    monkeypatch.setattr(build_mod, "ENCODE_BLOCK", 2)
+    calls: list[int] = []
+    real = Encoder.encode_document
+
+    def counting(self, texts, **kw):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return real(self, texts, **kw)
+
+    monkeypatch.setattr(Encoder, "encode_document", counting)
+    opts = BuildOptions(progress=False, backend=helpers.SHARED_BACKEND)
+    root = helpers.build_collection(tmp_path / "blocks", helpers.make_docs(), opts)
+    assert calls and max(calls) <= 2
+    for name in ("passages", "docs", "docs-mean", "names"):
+        a = np.load(live_build_dir(root) / "dense" / f"{name}.f16.npy")
+        b = np.load(live_build_dir(shared_root) / "dense" / f"{name}.f16.npy")
+        assert a.dtype == np.float16
+        np.testing.assert_array_equal(a, b, err_msg=name)

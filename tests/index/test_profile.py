@@ -13,7 +13,7 @@ from hiera.builds import build_collection, open_collection
 from hiera.cli import main
 from hiera.errors import BadInputError
 from hiera.index.build import BuildOptions
-from hiera.index.profile import LARGE_AT, LARGE_FACTORY, choose, factories
+from hiera.index.profile import COMPRESSED_AT, COMPRESSED_FACTORY, LARGE_AT, LARGE_FACTORY, choose, factories
 from hiera.retrieve import get_retriever
 from hiera.spec import LARGE_DOC_STAGE, resolve_doc_stage
 
@@ -32,6 +32,15 @@ def test_factories_follow_the_profile_unless_given_and_shards_stay_flat() -> Non
     assert factories(small, None, None, sharded=False) == ("Flat", "Flat")
     assert factories(large, "IVF64,Flat", None, sharded=False) == ("IVF64,Flat", LARGE_FACTORY)
     assert factories(large, None, None, sharded=True) == ("Flat", "Flat")  # exact merging needs Flat shards
+
+
+def test_very_large_builds_get_compressed_graphs_and_say_so() -> None:
+    big = choose("auto", COMPRESSED_AT)
+    assert big.name == "large" and COMPRESSED_FACTORY in big.why
+    assert factories(big, None, None, sharded=False) == (COMPRESSED_FACTORY, COMPRESSED_FACTORY)
+    assert factories(choose("auto", COMPRESSED_AT - 1), None, None, sharded=False) == (LARGE_FACTORY, LARGE_FACTORY)
+    assert factories(big, "Flat", None, sharded=False) == ("Flat", COMPRESSED_FACTORY)  # an explicit type wins
+    assert factories(choose("small", COMPRESSED_AT), None, None, sharded=False) == ("Flat", "Flat")
 
 
 def test_auto_stage_follows_the_profile() -> None:
@@ -81,3 +90,22 @@ def test_stats_and_rebuild_keep_the_profile(large: Path, tmp_path: Path, capsys)
     opts.progress = False
     m = build_collection(root, opts, log=helpers.QUIET)  # what hiera add does: the build's own options again
     assert m.profile["name"] == "large" and m.faiss == {"passage": LARGE_FACTORY, "doc": LARGE_FACTORY}
+
+
+def test_a_build_with_compressed_graphs_searches_and_rebuilds_like_the_float_one(
+    large: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The 8-bit graphs very large builds get (trained on the float16 matrix), on six documents: same top documents."""
+    root = tmp_path / "sq8"
+    opts = BuildOptions(progress=False, profile="large", passage_factory=COMPRESSED_FACTORY, doc_factory=COMPRESSED_FACTORY,
+                        cache_dir=helpers.session_cache_dir(tmp_path_factory), backend=helpers.SHARED_BACKEND)
+    helpers.build_collection(root, helpers.make_docs(), opts)
+    col = open_collection(root)
+    assert col.faiss_types == {"passage": COMPRESSED_FACTORY, "doc": COMPRESSED_FACTORY}
+    a, b = get_retriever("dhr", col), get_retriever("dhr", open_collection(large))
+    for q in ("How do plants turn sunlight into energy?", "When did the Roman Empire fall?", "jazz improvisation"):
+        assert [h.doc_id for h in a.search(q, k=3)][:1] == [h.doc_id for h in b.search(q, k=3)][:1]
+    again = BuildOptions.from_manifest(col.manifest)
+    again.progress = False
+    assert build_collection(root, again, log=helpers.QUIET).faiss == {"passage": COMPRESSED_FACTORY,
+                                                                      "doc": COMPRESSED_FACTORY}

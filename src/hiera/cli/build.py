@@ -45,7 +45,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def register(add: AddCommand) -> None:
     from hiera.backends import BACKENDS
     from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL
-    from hiera.index.profile import LARGE_AT, PROFILES
+    from hiera.index.profile import COMPRESSED_AT, COMPRESSED_FACTORY, LARGE_AT, LARGE_FACTORY, PROFILES
 
     sp = add("build", cmd_build, "build BM25 and dense indexes for a collection")
     sp.add_argument("index")
@@ -59,8 +59,9 @@ def register(add: AddCommand) -> None:
                          "where ONNX Runtime is); recorded in the manifest, and searches use it too")
     sp.add_argument("--profile", default="auto", choices=list(PROFILES),
                     help=f"index types and the default method's settings: small (Flat indexes, the hybrid-max document "
-                         f"stage), large (HNSW32 indexes, a document-level stage: cost grows with documents, not "
-                         f"passages), auto (large from {LARGE_AT:,} passages); recorded in the manifest")
+                         f"stage over every passage), large ({LARGE_FACTORY} graphs, {COMPRESSED_FACTORY} from "
+                         f"{COMPRESSED_AT:,} passages: approximate search, cost grows far slower than passages), auto "
+                         f"(large from {LARGE_AT:,} passages); recorded in the manifest")
     sp.add_argument("--passage-index", default=None,
                     help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …); default: the profile's")
     sp.add_argument("--doc-index", default=None, help="FAISS factory string of the document indexes; default: the profile's")

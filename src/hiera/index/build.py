@@ -31,7 +31,7 @@ from hiera.corpus.store import CorpusStore, DocRow
 from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.dense import build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
+from hiera.index.dense import add_rows, build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import name_rows, write_names
 from hiera.index.profile import choose, factories
@@ -40,6 +40,7 @@ from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
 
 DOC_TEXTS = ("summary", "fulltext")
+ENCODE_BLOCK = 262_144  # texts per encoder call in a build (see _encode_into)
 
 
 def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) -> dict[str, dict]:
@@ -198,7 +199,7 @@ def write_name_index(out: Path, store: CorpusStore, corpus: Corpus, opts: BuildO
     record["dense"] = encoder is not None
     if encoder is not None and rows.names:
         (out / "dense").mkdir(exist_ok=True)
-        vecs = np.zeros((len(rows.names), encoder.dim), dtype=np.float32)
+        vecs = np.zeros((len(rows.names), encoder.dim), dtype=np.float16)
         todo = np.ones(len(rows.names), dtype=bool)
         old = _previous_name_vectors(previous_dir, previous, encoder)
         if old:
@@ -206,10 +207,7 @@ def write_name_index(out: Path, store: CorpusStore, corpus: Corpus, opts: BuildO
                 v = old.get(name)
                 if v is not None:
                     vecs[i], todo[i] = v, False
-        idx = np.flatnonzero(todo)
-        if len(idx):
-            fresh = encoder.encode_document([rows.names[i] for i in idx], progress=opts.progress, desc="encode names")
-            vecs[idx] = fresh.astype(np.float16)  # rounded as the matrix stores them (see _vectors)
+        _encode_into(vecs, encoder, rows.names, np.flatnonzero(todo), opts.progress, "encode names")
         save_matrix(out / "dense" / "names.f16.npy", vecs)
         save_faiss(build_faiss(vecs, opts.doc_factory), out / "dense" / "names.faiss")
     return record
@@ -301,7 +299,7 @@ def _build_into(
         save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc), out / "dense" / "docs.faiss")
         # Passage-aggregate document vectors (issue 7): the normalized mean of a
         # document's passage vectors, free once passages are encoded.
-        mean = mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
+        mean = mean_vectors(pvecs, offsets).astype(np.float16)
         save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
         save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
@@ -326,8 +324,8 @@ def _vectors(
     progress: bool,
     desc: str,
 ) -> np.ndarray:
-    """Vectors for ``texts``: copied from the previous build where possible."""
-    out = np.zeros((len(texts), enc.dim), dtype=np.float32)
+    """Vectors for ``texts`` as the float16 the matrix stores: copied from the previous build where possible."""
+    out = np.zeros((len(texts), enc.dim), dtype=np.float16)
     todo = np.ones(len(texts), dtype=bool)
     if previous_dir is not None and previous is not None and _same_vectors(previous, level, enc):
         old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
@@ -336,14 +334,26 @@ def _vectors(
         hit = np.array([where.get(int(r), -1) for r in rows], dtype=np.int64)
         found = hit >= 0
         if found.any():
-            out[found] = old_vecs[hit[found]].astype(np.float32)
+            out[found] = old_vecs[hit[found]]
             todo &= ~found
-    idx = np.flatnonzero(todo)
-    if len(idx):
-        # rounded to float16 as the matrix stores them, so that FAISS indexes hold exactly the matrix's
-        # vectors, and an index appended to (hiera add) equals one built from scratch on the same documents
-        out[idx] = enc.encode_document([texts[i] for i in idx], progress=progress, desc=desc).astype(np.float16)
+    _encode_into(out, enc, texts, np.flatnonzero(todo), progress, desc)
     return out
+
+
+def _encode_into(out: np.ndarray, enc: Encoder, texts: list[str], idx: np.ndarray, progress: bool, desc: str) -> None:
+    """``out[idx]`` = the vectors of ``texts[idx]``, stored as float16, ``ENCODE_BLOCK`` texts per encoder call.
+
+    Kept as float16, as the matrix stores them, so that FAISS indexes hold
+    exactly the matrix's vectors, and an index appended to (hiera add) equals
+    one built from scratch on the same documents. Blocks bound memory: the
+    cache's answer for 5M passages at once would be every vector twice more,
+    in float32.
+    """
+    blocks = max(1, -(-len(idx) // ENCODE_BLOCK))
+    for b, start in enumerate(range(0, len(idx), ENCODE_BLOCK)):
+        part = idx[start : start + ENCODE_BLOCK]
+        out[part] = enc.encode_document([texts[i] for i in part], progress=progress,
+                                        desc=desc if blocks == 1 else f"{desc} ({b + 1}/{blocks})")
 
 
 def _same_vectors(previous: Manifest, level: str, enc: Encoder, sharded_ok: bool = False) -> bool:
@@ -372,7 +382,6 @@ def _faiss_for(
         if n <= len(rows) and np.array_equal(old_rows, rows[:n]):
             index = load_faiss(previous_dir / "dense" / f"{level}s.faiss", mmap=False)
             if index.ntotal == n:
-                if len(rows) > n:
-                    index.add(np.ascontiguousarray(vecs[n:], dtype=np.float32))
+                add_rows(index, vecs[n:])
                 return index
     return build_faiss(vecs, factory)

@@ -46,27 +46,39 @@ def set_threads(n: int | None) -> None:
 _FACTORY_OK = re.compile(r"^[A-Za-z0-9_,.]+$")
 
 
+ADD_ROWS = 65_536  # vectors converted to float32 and added per step: a float16 matrix is never copied whole
+
+
 def build_faiss(vectors: np.ndarray, factory: str = "Flat", seed: int = 0):
-    """A FAISS inner-product index over ``vectors`` (float32, normalized)."""
+    """A FAISS inner-product index over ``vectors`` (normalized; float32 or the float16 the matrices store).
+
+    Vectors go in ``ADD_ROWS`` at a time, so a build holds the (float16)
+    matrix and the index, never a float32 copy of all of it: at 5M passages
+    that copy alone would be 7.7 GB.
+    """
     faiss = faiss_module()
     if not _FACTORY_OK.match(factory):
         raise BadInputError(f"invalid FAISS factory string {factory!r}")
-    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    d = vecs.shape[1]
+    n, d = vectors.shape
     try:
         index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise BadInputError(f"FAISS cannot build {factory!r}: {str(e).splitlines()[0]}") from None
     if not index.is_trained:
-        if vecs.shape[0] == 0:
+        if n == 0:
             raise BadInputError(f"{factory!r} needs training vectors and the collection is empty")
         rng = np.random.default_rng(seed)
-        sample = vecs[rng.choice(vecs.shape[0], size=min(vecs.shape[0], 200_000), replace=False)]
-        index.train(sample)
-    if vecs.shape[0]:
-        index.add(vecs)
+        pick = np.sort(rng.choice(n, size=min(n, 200_000), replace=False))
+        index.train(np.ascontiguousarray(vectors[pick], dtype=np.float32))
+    add_rows(index, vectors)
     set_search_params(index)
     return index
+
+
+def add_rows(index, vectors: np.ndarray) -> None:
+    """Append ``vectors`` to ``index`` in float32 steps of ``ADD_ROWS``."""
+    for start in range(0, len(vectors), ADD_ROWS):
+        index.add(np.ascontiguousarray(vectors[start : start + ADD_ROWS], dtype=np.float32))
 
 
 def set_search_params(index, ef_search: int = 128, nprobe: int = 32) -> None:
@@ -131,14 +143,28 @@ def load_matrix(path: Path, mmap: bool = True) -> np.ndarray:
     return np.load(path, mmap_mode="r" if mmap else None)
 
 
-def mean_vectors(pvecs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Normalized per-document sum of passage vectors (zero for a document without passages)."""
-    counts = np.diff(offsets)
-    # reduceat sums each [start, next start) block; an empty block yields the
-    # row at its start instead of zero, so those are zeroed afterwards.
-    starts = offsets[:-1].clip(max=len(pvecs) - 1)
-    sums = np.add.reduceat(pvecs.astype(np.float32), starts, axis=0)
-    sums[counts == 0] = 0.0
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+def mean_vectors(pvecs: np.ndarray, offsets: np.ndarray, block_docs: int = 50_000) -> np.ndarray:
+    """Normalized per-document sum of passage vectors (zero for a document without passages).
+
+    Summed ``block_docs`` documents at a time, so that a float16 matrix is
+    converted to float32 a block at a time, not whole.
+    """
+    n_docs = len(offsets) - 1
+    out = np.zeros((n_docs, pvecs.shape[1]), dtype=np.float32)
+    for a in range(0, n_docs, block_docs):
+        b = min(a + block_docs, n_docs)
+        lo, hi = int(offsets[a]), int(offsets[b])
+        if hi == lo:
+            continue
+        block = np.asarray(pvecs[lo:hi], dtype=np.float32)
+        counts = np.diff(offsets[a : b + 1])
+        # reduceat sums each [start, next start) block; an empty block yields the
+        # row at its start instead of zero, so those are zeroed afterwards.
+        starts = (offsets[a:b] - lo).clip(max=len(block) - 1)
+        sums = np.add.reduceat(block, starts, axis=0)
+        sums[counts == 0] = 0.0
+        out[a:b] = sums
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (sums / norms).astype(np.float32)
+    out /= norms
+    return out

@@ -14,6 +14,13 @@ passages:
   first choice and lost 13.8 points of top-1 on real-text distractors
   (``bench/scale_real.py``), so it stays a named option.
 
+From :data:`COMPRESSED_AT` passages on, the large profile's graphs hold
+8-bit scalar-quantized vectors (``HNSW32_SQ8``): a quarter of the float
+vectors' memory (at 5M passages ≈ 3.3 GB for the passage graph instead of
+≈ 9 GB), so a search stays within a few GB of RAM; the float16 matrix that
+DHR's passage stage reads is unchanged. Below that size the float graphs fit
+easily and are kept.
+
 ``small`` is every build before profiles existed: Flat indexes, and the
 ``hybrid-max`` stage that scores passages of the whole collection (the best
 quality on the pooled benchmark, and cheap at that size). ``auto`` picks
@@ -33,6 +40,8 @@ from hiera.errors import BadInputError
 PROFILES = ("auto", "small", "large")
 LARGE_AT = 100_000  # passages: where a Flat scan passes ~25 ms a query on 2 cores (bench/scale_real.py)
 LARGE_FACTORY = "HNSW32"
+COMPRESSED_AT = 2_000_000  # passages: where float HNSW graphs pass ~3.6 GB (bench/scale_real.py --synthetic)
+COMPRESSED_FACTORY = "HNSW32_SQ8"
 SMALL_FACTORY = "Flat"
 
 
@@ -58,12 +67,18 @@ def choose(asked: str, passages: int) -> Profile:
         return Profile(asked, asked, passages, f"--profile {asked}")
     name = "large" if passages >= LARGE_AT else "small"
     relation = "≥" if name == "large" else "<"
-    return Profile(name, "auto", passages, f"{passages:,} passages {relation} {LARGE_AT:,} (auto)")
+    why = f"{passages:,} passages {relation} {LARGE_AT:,} (auto)"
+    if passages >= COMPRESSED_AT:
+        why += f"; ≥ {COMPRESSED_AT:,}: 8-bit graphs ({COMPRESSED_FACTORY})"
+    return Profile(name, "auto", passages, why)
 
 
 def factories(profile: Profile, passage: str | None, doc: str | None, sharded: bool) -> tuple[str, str]:
     """The FAISS factory strings of the passage and document indexes: as given, else the profile's."""
-    default = SMALL_FACTORY if sharded or profile.name == "small" else LARGE_FACTORY
+    if sharded or profile.name == "small":
+        default = SMALL_FACTORY
+    else:
+        default = COMPRESSED_FACTORY if profile.passages >= COMPRESSED_AT else LARGE_FACTORY
     return passage or default, doc or default
 
 
