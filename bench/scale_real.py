@@ -165,23 +165,26 @@ def _run_config(job: dict[str, Any], out: Any) -> None:
     run = evaluate_retriever(col, job["method"], qs, ks=(1, 5, 20, 100), params=job["params"],
                              latency_sample=job["latency"], progress=False)
     out.put({"metrics": run.metrics, "params": {k: str(v) for k, v in run.params.items()},
-             "stage_ms": run.stage_ms, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-             **rss_parts()})
+             "stage_ms": run.stage_ms, **rss_parts()})
 
 
 def rss_parts() -> dict[str, float]:
-    """Resident MB now, split: anonymous memory vs pages of memory-mapped files (indexes, matrices).
+    """This process's peak RSS, and its RSS now split: anonymous memory vs pages of memory-mapped files.
 
+    The peak is ``VmHWM``, not ``getrusage``'s ``ru_maxrss``: Linux carries
+    ``ru_maxrss`` across fork and exec, so a process spawned by one that had
+    just built 5M passages reported the builder's peak (13.5 GB) as its own.
     Mapped pages count in RSS but are the page cache's to drop; the split
-    says how much of a peak is the vectors being memory-mapped.
+    says how much of it is the vectors being memory-mapped.
     """
     parts = {}
     with open("/proc/self/status") as fh:
         for line in fh:
             key, _, value = line.partition(":")
-            if key in ("RssAnon", "RssFile"):
+            if key in ("VmHWM", "RssAnon", "RssFile"):
                 parts[key] = int(value.split()[0]) / 1024
-    return {"rss_anon_mb": parts.get("RssAnon", 0.0), "rss_file_mb": parts.get("RssFile", 0.0)}
+    return {"peak_rss_mb": parts.get("VmHWM", 0.0), "rss_anon_mb": parts.get("RssAnon", 0.0),
+            "rss_file_mb": parts.get("RssFile", 0.0)}
 
 
 def isolated(target: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -287,7 +290,7 @@ def _run_synthetic(job: dict[str, Any], out: Any) -> None:
             steps.setdefault(s.name, []).append(s.ms)
     out.put({"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "n": len(ms),
              "doc_stage": r.defaults["doc_stage"], "steps_p50_ms": {k: float(np.median(v)) for k, v in steps.items()},
-             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **rss_parts()})
+             **rss_parts()})
 
 
 def main() -> None:

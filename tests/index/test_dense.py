@@ -58,3 +58,27 @@ def test_mean_vectors_of_a_collection_ending_in_empty_documents() -> None:
     offsets = np.array([0, 4, 4, 4])
     got = mean_vectors(pvecs, offsets, block_docs=1)
     assert got[0].any() and not got[1].any() and not got[2].any()
+
+
+def test_flat_indexes_are_mapped_and_graphs_read_into_memory(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph visited node by node through a mapping faults on every first visit: graphs are read, Flat mapped."""
+    faiss = dense.faiss_module()
+    calls: list[int] = []
+    real = faiss.read_index
+
+    def spy(path: str, flags: int = 0):  # type: ignore[no-untyped-def]
+        calls.append(flags)
+        return real(path, flags)
+
+    monkeypatch.setattr(faiss, "read_index", spy)
+    vecs = _unit(200)
+    for factory, mapped in (("Flat", True), ("HNSW8", False), ("HNSW8_SQ8", False)):
+        path = tmp_path / f"{factory}.faiss"
+        dense.save_faiss(build_faiss(vecs, factory), path)
+        calls.clear()
+        index = dense.load_faiss(path)
+        assert (calls[-1] == faiss.IO_FLAG_MMAP_IFC) is mapped, factory
+        assert faiss_search(index, vecs[:3], 1)[0][:, 0].tolist() == [0, 1, 2]
+        calls.clear()
+        dense.load_faiss(path, mmap=False)
+        assert calls == [0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hiera.index.select import topk
 from hiera.shard.merge import merge_topk
@@ -29,3 +30,20 @@ def test_shard_merge_of_tied_scores_equals_one_index() -> None:
         parts = [topk(scores[a:b], k) for a, b in zip(starts, [*starts[1:], 90], strict=True)]
         merged, _ = merge_topk(parts, starts, k)
         assert merged.tolist() == topk(scores, k)[0].tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_positive_only_equals_sorting_the_positive_scores(seed: int) -> None:
+    """The positive-only path selects among the positive scores alone; the result is what a full sort gives."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    scores = rng.choice([0.0, 0.0, 0.0, -1.0, 1.0, 2.0, 2.5, 3.0], size=n).astype(np.float32)  # zeros, negatives, ties
+    mask = rng.random(n) < 0.2
+    scores[mask] = rng.random(int(mask.sum())).astype(np.float32)  # and some distinct values
+    for k in (1, 5, 50, n, n + 10):
+        idx, vals = topk(scores, k, positive_only=True)
+        want = sorted((i for i in range(n) if scores[i] > 0), key=lambda i: (-scores[i], i))[:k]
+        assert idx.tolist() == want
+        np.testing.assert_array_equal(vals, scores[want])
+    none = topk(np.zeros(7, dtype=np.float32), 3, positive_only=True)
+    assert len(none[0]) == 0 and len(none[1]) == 0

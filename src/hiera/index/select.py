@@ -8,7 +8,17 @@ import numpy as np
 
 
 def topk(scores: np.ndarray, k: int, positive_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and values of the ``k`` largest scores, best first, ties by position."""
+    """Positions and values of the ``k`` largest scores, best first, ties by position.
+
+    ``positive_only`` selects among the positive scores alone: a BM25 query
+    matches a sliver of a large collection, and partitioning all 5M scores
+    to find 200 cost 16 ms a query where the sliver costs about one.
+    """
+    if positive_only:
+        where = np.flatnonzero(scores > 0)
+        if len(where) < scores.shape[0]:
+            idx, vals = topk(scores[where], k)  # ``where`` is sorted: ties still go to the lower position
+            return where[idx], vals
     n = scores.shape[0]
     k = min(k, n)
     if k <= 0:
