@@ -19,6 +19,7 @@ def topk(scores: np.ndarray, k: int, positive_only: bool = False) -> tuple[np.nd
         if len(where) < scores.shape[0]:
             idx, vals = topk(scores[where], k)  # ``where`` is sorted: ties still go to the lower position
             return where[idx], vals
+        # every score is positive: the plain selection below is already positive only
     n = scores.shape[0]
     k = min(k, n)
     if k <= 0:
@@ -37,9 +38,6 @@ def topk(scores: np.ndarray, k: int, positive_only: bool = False) -> tuple[np.nd
     order = np.lexsort((part, -scores[part]))
     idx = part[order]
     vals = scores[idx]
-    if positive_only:
-        keep = vals > 0
-        idx, vals = idx[keep], vals[keep]
     return idx.astype(np.int64), vals.astype(np.float32)
 
 

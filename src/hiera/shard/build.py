@@ -220,7 +220,7 @@ def build_shard(
         save_faiss(build_faiss(pvecs, meta["faiss"]["passage"]), out / "dense" / "passages.faiss")
         save_matrix(out / "dense" / "docs.f16.npy", dvecs)
         save_faiss(build_faiss(dvecs, meta["faiss"]["doc"]), out / "dense" / "docs.faiss")
-        mean = mean_vectors(pvecs, offsets).astype(np.float16).astype(np.float32)
+        mean = mean_vectors(pvecs, offsets).astype(np.float16)  # as stored; build_faiss adds it in float32 steps
         save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
         save_faiss(build_faiss(mean, meta["faiss"]["doc"]), out / "dense" / "docs-mean.faiss")
         m.models, m.faiss = meta["models"], meta["faiss"]
