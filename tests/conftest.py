@@ -37,6 +37,33 @@ def data_dir() -> Path:
     return path
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """No tqdm monitor thread: it wakes every 10 s to refresh bars of tests long finished (their captured streams
+    closed), and an exception or warning it raises lands in whichever test is running then."""
+    import tqdm
+
+    tqdm.tqdm.monitor_interval = 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Report a failure even when pytest cannot render it: on CPython before 3.11.8 (gh-106905) ``ast.parse`` of a
+    long source file can raise ``SystemError: AST constructor recursion depth mismatch`` when another thread parses
+    at the same time, and pytest's long tracebacks parse every file of the failure. Retry with native tracebacks
+    rather than end the whole run in an INTERNALERROR that hides which test failed and why."""
+    try:
+        return (yield)
+    except SystemError as e:
+        if "AST constructor recursion depth mismatch" not in str(e):
+            raise
+        style = item.config.option.tbstyle
+        item.config.option.tbstyle = "native"
+        try:
+            return pytest.TestReport.from_item_and_call(item, call)
+        finally:
+            item.config.option.tbstyle = style
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests (real data at benchmark scale) run only with HIERA_SLOW=1 or ``-m slow``."""
     if os.environ.get("HIERA_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
