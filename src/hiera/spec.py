@@ -166,6 +166,7 @@ class MethodSpec:
     params: tuple[Param, ...] = ()
     requires: tuple[str, ...] = ()  # index kinds: "bm25", "dense"
     kind: Literal["retriever", "reader"] = "retriever"
+    loads: tuple[str, ...] = ()  # models it loads at query time besides the encoders: "spacy"
 
     @property
     def default_level(self) -> Level:
@@ -214,6 +215,7 @@ class MethodSpec:
             "levels": list(self.levels),
             "params": [p.to_json(eff.get(p.name)) for p in self.params],
             "requires": sorted(self.requires),
+            "loads": list(self.loads),
         }
 
 
@@ -469,7 +471,7 @@ METHODS: dict[str, MethodSpec] = {
                 Param("decomposer_timeout", "float", 10.0, "linking: seconds to wait for the decomposer endpoint",
                       min=0.1, max=120.0),
             ),
-            requires=("bm25",),
+            requires=("bm25",), loads=("spacy",),
         ),
     )
 }

@@ -55,3 +55,47 @@ def test_search_human_output_has_breadcrumbs(shared_root: Path, capsys) -> None:
     assert rc == 0
     assert "  1. Volcanoes › Types of volcanoes › Shield volcanoes" not in out  # doc hits have no section
     assert "  1. Volcanoes    [" in out
+
+
+class _FakeModel:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("argv,starts", [
+    (["search", "COL", "who?", "-r", "linking"], True),
+    (["search", "COL", "who?", "--retriever=linking", "-k", "3"], True),
+    (["search", "COL", "who?", "-rlinking"], True),
+    (["search", "COL", "who?"], False),  # dhr by default
+    (["search", "COL", "who?", "-r", "bm25"], False),
+    (["eval", "COL", "-r", "linking"], False),
+    ([], False),
+])
+def test_search_starts_spacy_before_the_parser_only_for_a_method_that_loads_it(
+        monkeypatch: pytest.MonkeyPatch, argv: list[str], starts: bool) -> None:
+    from hiera.cli import search
+    from hiera.link.nlp import SpacyModel
+
+    made: list[_FakeModel] = []
+    monkeypatch.setattr(SpacyModel, "beside", classmethod(lambda cls: made.append(_FakeModel()) or made[-1]))
+    got = search.start_early(argv)
+    assert (got is not None) == starts and len(made) == int(starts)
+
+
+def test_a_cold_linking_search_parses_in_a_child_and_answers_as_in_process(shared_root: Path, col: Collection) -> None:
+    """A fresh process (no spaCy loaded) takes the child-process path; its hits are the in-process ones."""
+    import subprocess
+    import sys
+
+    q = "Who played chess against Deep Blue?"
+    done = subprocess.run([sys.executable, "-m", "hiera", "search", str(shared_root), q, "-r", "linking", "--json", "-k", "5"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    cold = json.loads(done.stdout)
+    here = get_retriever("linking", col).search(q, k=5)
+    assert [h["passage_id"] for h in cold["hits"]] == [h.passage_id for h in here.hits] and cold["hits"]
+    mentions = next(s for s in cold["trace"] if s["name"] == "mentions")
+    assert mentions["detail"]["mentions"] == next(s for s in here.trace if s.name == "mentions").detail["mentions"]

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from hiera.link.nlp import SPACY_MODEL, _NoTorchInThisThread, _without_torch
+from hiera.link.spacyload import SPACY_MODEL, _NoTorchInThisThread, _without_torch
 
 
 def _run(code: str) -> dict:
@@ -34,7 +34,7 @@ def test_the_small_pipeline_parses_without_importing_torch_and_torch_still_impor
 def test_only_the_loading_thread_is_refused_torch() -> None:
     out = _run(
         "import json, threading\n"
-        "from hiera.link.nlp import _without_torch\n"
+        "from hiera.link.spacyload import _without_torch\n"
         "seen = {}\n"
         "def other():\n"
         "    import torch\n"

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from hiera.check import check_collection, iter_lines, summary
 from hiera.cli.common import AddCommand
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    # numpy and the index modules load only when checking
+    from hiera.check import check_collection, iter_lines, summary
+
     findings = check_collection(args.index, checksums=not args.quick)
     if args.json:
         print(json.dumps({"collection": str(args.index), **summary(findings)}, indent=2))

@@ -58,8 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hiera.models import passive_threads
 
     passive_threads()  # before torch or FAISS loads (lazily, in the handlers)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    early = search.start_early(argv)  # a cold `search -r linking`: spaCy's process starts before the parser is built
     parser = build_parser()
     args = parser.parse_args(argv)
+    if early is not None:
+        if args.handler is search.cmd_search:
+            args.early_spacy = early  # cmd_search uses it (or stops it) and closes it
+        else:
+            early.close()
     debug = args.debug or os.environ.get("HIERA_DEBUG") == "1"
     if getattr(args, "trust_pickle", False):
         from hiera.models import TRUST_ENV

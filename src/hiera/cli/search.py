@@ -3,12 +3,62 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
 
 from hiera.cli.common import AddCommand, add_device_option, print_json
 from hiera.spec import add_set_option
 
+RETRIEVER_FLAGS = ("--retriever", "-r")
+
+
+def start_early(argv: Sequence[str]) -> Any:
+    """The spaCy model of a ``search`` whose method loads spaCy, started before the parser is even built.
+
+    A cold ``hiera search -r linking`` waits on spaCy's load in the child
+    process (:meth:`SpacyModel.beside`), so the child starts at the first
+    moment: building the whole parser imports ≈ 0.2 s of modules for other
+    commands' choices. A misread costs nothing: the real parser decides, and
+    :func:`cmd_search` stops a model it does not use.
+    """
+    if not argv or argv[0] != "search":
+        return None
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument(*RETRIEVER_FLAGS, dest="retriever", default="dhr")
+    known, _ = peek.parse_known_args(list(argv[1:]))
+    return _spacy_for(known.retriever)
+
+
+def _spacy_for(method: str) -> Any:
+    from hiera.spec import METHODS
+
+    spec = METHODS.get(method)
+    if spec is None or "spacy" not in spec.loads:
+        return None
+    from hiera.link.nlp import SpacyModel
+
+    return SpacyModel.beside()  # spaCy loads in a child while this process opens the build
+
 
 def cmd_search(args: argparse.Namespace) -> int:
+    early = vars(args).pop("early_spacy", None)
+    nlp = early if early is not None and _wants_spacy(args.retriever) else _spacy_for(args.retriever)
+    if early is not None and nlp is not early:
+        early.close()
+    try:
+        return _search(args, nlp)
+    finally:
+        if nlp is not None:
+            nlp.close()
+
+
+def _wants_spacy(method: str) -> bool:
+    from hiera.spec import METHODS
+
+    return method in METHODS and "spacy" in METHODS[method].loads
+
+
+def _search(args: argparse.Namespace, nlp: Any) -> int:
     from hiera.builds import open_collection
     from hiera.index.exact import model_device
     from hiera.retrieve import get_retriever
@@ -20,6 +70,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                                         [args.retriever])[args.retriever])
     col = open_collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
                      backend=args.backend, device=args.device)
+    if nlp is not None:
+        from hiera.link.pipeline import linker_for
+
+        linker_for(col, nlp)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
         from hiera.crossencoder import Reranker
@@ -72,7 +126,7 @@ def register(add: AddCommand) -> None:
     sp = add("search", cmd_search, "search a collection")
     sp.add_argument("index")
     sp.add_argument("query")
-    sp.add_argument("--retriever", "-r", default="dhr", choices=method_names())
+    sp.add_argument(*RETRIEVER_FLAGS, default="dhr", choices=method_names())
     sp.add_argument("--k", "-k", type=int, default=10, help=f"number of hits (1 to {MAX_K})")
     sp.add_argument("--level", choices=["passage", "doc"], default=None)
     add_set_option(sp, "a parameter of the retriever for this search, e.g. lam=0.5")

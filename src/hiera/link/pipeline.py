@@ -163,9 +163,20 @@ class Linker:
                 self._titles = TitleIndex.from_collection(self.col)
         return self._titles
 
+    def load(self) -> None:
+        """Open what the first question reads besides spaCy: the alias index, its keys and BM25, the passages' BM25.
+
+        Each is loaded once; a cold call does it while spaCy parses elsewhere.
+        """
+        titles = self.titles
+        _ = titles.keys, titles.table.bm25
+        if "bm25" in self.col.built:
+            _ = self.col.bm25_passages
+
     def warm(self) -> None:
         """Load everything a first question would: spaCy, the alias index, its BM25 and (with dense) its vectors."""
         self.nlp("warm up")
+        self.load()
         titles = self.titles
         titles.bm25("warm", 1)
         if self.col.has_dense:
@@ -191,7 +202,9 @@ class Linker:
         decomposer = self.decomposer(s)  # an unknown name or a missing URL fails before any work
 
         t = time.perf_counter()
-        doc = self.nlp(question)
+        parse = self.nlp.submit(question)  # a child process parses while the indexes below load (SpacyModel.beside)
+        self.load()
+        doc = parse()
         res.mentions = self.mentions.detect(question, doc)
         tm["mentions"] = (time.perf_counter() - t) * 1000
 
@@ -362,6 +375,10 @@ def _sub_names(run: str, longest: int = 6) -> list[str]:
     return out
 
 
-def linker_for(col: Collection) -> Linker:
-    """The collection's one :class:`Linker`, made on first use and kept with it (:meth:`Collection.derived`)."""
-    return col.derived(LINKER_KEY, lambda: Linker(col))
+def linker_for(col: Collection, nlp: SpacyModel | None = None) -> Linker:
+    """The collection's one :class:`Linker`, made on first use and kept with it (:meth:`Collection.derived`).
+
+    ``nlp`` is the spaCy model a linker made now uses (the CLI passes one that loads in a child process); a linker
+    that already exists keeps its own.
+    """
+    return col.derived(LINKER_KEY, lambda: Linker(col, nlp))

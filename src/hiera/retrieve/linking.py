@@ -92,7 +92,6 @@ class LinkingRetriever(BaseRetriever):
         return self._load_dir("reranker", path, Reranker, "train one with hiera train-reranker")
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        linker_for(self.col).nlp.load_in_background()  # a cold process imports spaCy while it encodes the query
         if not self.col.has_dense:
             return [{} for _ in queries]
         return self._query_vectors(queries, "doc")
