@@ -137,4 +137,6 @@ def serve(name: str, stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    protocol = sys.stdout
+    sys.stdout = sys.stderr  # whatever a library prints must not break the protocol
+    serve(sys.argv[1], sys.stdin, protocol)
