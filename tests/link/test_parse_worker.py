@@ -77,3 +77,19 @@ def test_beside_starts_no_child_where_spacy_is_loaded(nlp: SpacyModel) -> None:
     nlp("warm")  # spaCy is in this process now
     model = SpacyModel.beside()
     assert model._worker is None  # noqa: SLF001
+
+
+def test_the_child_skips_spacys_command_line_and_still_parses() -> None:
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from hiera.link.parse_worker import _without_spacy_cli\n"
+            "from hiera.link.spacyload import load_spacy, SPACY_MODEL\n"
+            "_without_spacy_cli()\n"
+            "doc = load_spacy(SPACY_MODEL)('Who wrote Animal Farm?')\n"
+            "print(json.dumps({'ents': [e.text for e in doc.ents], 'cli': [m for m in ('typer', 'weasel', 'httpx') "
+            "if m in sys.modules]}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"ents": ["Animal Farm"], "cli": []}
