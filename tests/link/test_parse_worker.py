@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 
 import pytest
 
@@ -81,7 +82,6 @@ def test_beside_starts_no_child_where_spacy_is_loaded(nlp: SpacyModel) -> None:
 
 def test_the_child_skips_spacys_command_line_and_still_parses() -> None:
     import subprocess
-    import sys
 
     code = ("import json, sys\n"
             "from hiera.link.parse_worker import _without_spacy_cli\n"
@@ -93,3 +93,13 @@ def test_the_child_skips_spacys_command_line_and_still_parses() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"ents": ["Animal Farm"], "cli": []}
+
+
+def test_no_child_to_be_had_means_parsing_here(monkeypatch: pytest.MonkeyPatch, nlp: SpacyModel) -> None:
+    def no_process(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(parse_worker.subprocess, "Popen", no_process)
+    monkeypatch.delitem(sys.modules, "spacy")  # as in a fresh process
+    model = SpacyModel.beside()
+    assert model._worker is None  # noqa: SLF001

@@ -39,13 +39,17 @@ class SpacyModel:
     def beside(cls, name: str = SPACY_MODEL) -> SpacyModel:
         """A model whose spaCy loads in a child process started now, on another core (for one-shot commands).
 
-        A process that already has spaCy loads nothing more: it parses in-process.
+        A process that already has spaCy loads nothing more, and one that cannot start a child goes on without
+        it: both parse in-process.
         """
         if "spacy" in sys.modules:
             return cls(name)
         from hiera.link.parse_worker import ParseProcess
 
-        return cls(name, worker=ParseProcess(name))
+        try:
+            return cls(name, worker=ParseProcess(name))
+        except OSError:  # no fork, no executable, out of processes: the same parses, later
+            return cls(name)
 
     @property
     def nlp(self) -> Any:
