@@ -9,8 +9,8 @@ encoder). Texts go down a pipe as JSON lines and come back as
 values either way.
 
 Protocol, one JSON object per line: ``{"id": n, "text": ...}`` in, ``{"id": n,
-"parsed": ...}`` or ``{"id": n, "error": "one line"}`` out, in order. The child exits when its stdin closes, so a
-parent that dies takes it along.
+"parsed": ...}`` or ``{"id": n, "error": "one line"}`` out, in order. The
+child exits when its stdin closes, so a parent that dies takes it along.
 
 Only a one-shot process should start one (the CLI does); a server loads spaCy
 in-process once and keeps it.
@@ -35,7 +35,7 @@ class WorkerGone(RuntimeError):
 
 
 class ParseProcess:
-    """A child process holding spaCy's pipeline ``name``; :meth:`parse` is thread-safe (one request at a time)."""
+    """A child process holding spaCy's pipeline ``name``; thread-safe, answers in the order asked."""
 
     def __init__(self, name: str) -> None:
         self.name = name
