@@ -37,7 +37,7 @@ from hiera.errors import HieraError, IndexMissingError
 from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
 from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
 from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files, check_names
-from hiera.io import loads_json
+from hiera.io import load_npy, loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
 
 
@@ -195,9 +195,9 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
 # -- the build ---------------------------------------------------------------------------------------------
 def _check_layout(root: Path, build_dir: Path, m: Manifest, c: Checks, store: dict[str, Any] | None) -> None:
     lay = build_dir / "layout"
-    prow = np.load(lay / "passage_rows.npy", allow_pickle=False)
-    drow = np.load(lay / "doc_rows.npy", allow_pickle=False)
-    offs = np.load(lay / "doc_offsets.npy", allow_pickle=False)
+    prow = load_npy(lay / "passage_rows.npy")
+    drow = load_npy(lay / "doc_rows.npy")
+    offs = load_npy(lay / "doc_offsets.npy")
     problems = []
     if prow.ndim != 1 or len(prow) != m.passages:
         problems.append(f"passage_rows has {prow.shape} entries, the manifest {m.passages} passages")

@@ -44,6 +44,7 @@ from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import NameTable
 from hiera.index.profile import profile_of
 from hiera.index.publish import live_build_dir
+from hiera.io import load_npy
 from hiera.spec import method
 
 VECTOR_DTYPES = ("float16", "float32")
@@ -320,15 +321,15 @@ class BuildView:
     # -- layout ----------------------------------------------------------------------------------------------
     @cached_property
     def passage_rows(self) -> np.ndarray:
-        return np.load(self.build_dir / "layout" / "passage_rows.npy", mmap_mode="r" if self.mmap else None)
+        return load_npy(self.build_dir / "layout" / "passage_rows.npy", self.mmap)
 
     @cached_property
     def doc_rows(self) -> np.ndarray:
-        return np.load(self.build_dir / "layout" / "doc_rows.npy")
+        return load_npy(self.build_dir / "layout" / "doc_rows.npy")
 
     @cached_property
     def doc_offsets(self) -> np.ndarray:
-        return np.load(self.build_dir / "layout" / "doc_offsets.npy")
+        return load_npy(self.build_dir / "layout" / "doc_offsets.npy")
 
     @cached_property
     def passage_doc(self) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one.
+"""Atomic file writes: a reader sees the old file or the new one, never half of one; and ``.npy`` loads that
+threads may run side by side.
 
 Manifests, training reports and example caches are read back by later runs
 (resumes, ``hiera build``'s checks), so an interrupted write must not leave a
@@ -9,10 +10,25 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# numpy parses every .npy header with ``ast.literal_eval``, and CPython before 3.11.8 (gh-106905) keeps one AST
+# recursion counter per interpreter: two threads parsing at once (three shards loading side by side, two first
+# requests of a server) can fail with "SystemError: AST constructor recursion depth mismatch". Every .npy hiera
+# reads goes through :func:`load_npy`, one at a time; a memory-mapped load holds it only for the header.
+NPY_LOCK = threading.RLock()
+
+
+def load_npy(path: str | Path, mmap: bool = False) -> Any:
+    """``np.load(path)`` (memory-mapped read-only with ``mmap``), never beside another thread's (:data:`NPY_LOCK`)."""
+    import numpy as np
+
+    with NPY_LOCK:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
 
 
 def write_atomic(target: Path, write: Callable[[Path], None]) -> Path:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hiera.index.select import topk
+from hiera.io import NPY_LOCK
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 
@@ -99,7 +100,8 @@ class Bm25Index:
     def load(cls, path: Path, config: Bm25Config, mmap: bool = True) -> Bm25Index:
         import bm25s
 
-        retriever = bm25s.BM25.load(str(path), mmap=mmap, load_corpus=False)
+        with NPY_LOCK:  # bm25s reads .npy files (hiera.io.NPY_LOCK says why)
+            retriever = bm25s.BM25.load(str(path), mmap=mmap, load_corpus=False)
         return cls(retriever, config)
 
     @cached_property

@@ -36,6 +36,7 @@ from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import name_rows, write_names
 from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
+from hiera.io import load_npy
 from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
 
@@ -222,7 +223,7 @@ def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None,
     from hiera.index.names import NAMES_DIR, StringTable
 
     names = StringTable.load(previous_dir / NAMES_DIR, "names")
-    mat = np.load(previous_dir / "dense" / "names.f16.npy", mmap_mode="r")
+    mat = load_npy(previous_dir / "dense" / "names.f16.npy", mmap=True)
     return {names[i]: np.asarray(mat[i], dtype=np.float32) for i in range(len(names))}
 
 
@@ -328,8 +329,8 @@ def _vectors(
     out = np.zeros((len(texts), enc.dim), dtype=np.float16)
     todo = np.ones(len(texts), dtype=bool)
     if previous_dir is not None and previous is not None and _same_vectors(previous, level, enc):
-        old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
-        old_vecs = np.load(previous_dir / "dense" / f"{level}s.f16.npy", mmap_mode="r")
+        old_rows = load_npy(previous_dir / "layout" / f"{level}_rows.npy")
+        old_vecs = load_npy(previous_dir / "dense" / f"{level}s.f16.npy", mmap=True)
         where = {int(r): i for i, r in enumerate(old_rows)}
         hit = np.array([where.get(int(r), -1) for r in rows], dtype=np.int64)
         found = hit >= 0
@@ -377,7 +378,7 @@ def _faiss_for(
     """
     if (previous_dir is not None and previous is not None and _same_vectors(previous, level, enc)
             and previous.faiss.get(level) == factory):
-        old_rows = np.load(previous_dir / "layout" / f"{level}_rows.npy")
+        old_rows = load_npy(previous_dir / "layout" / f"{level}_rows.npy")
         n = len(old_rows)
         if n <= len(rows) and np.array_equal(old_rows, rows[:n]):
             index = load_faiss(previous_dir / "dense" / f"{level}s.faiss", mmap=False)

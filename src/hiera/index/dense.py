@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hiera.errors import BadInputError
-from hiera.io import write_atomic
+from hiera.io import load_npy, write_atomic
 
 
 @functools.cache
@@ -154,7 +154,7 @@ def save_matrix(path: Path, vectors: np.ndarray, dtype=np.float16, chunk_rows: i
 
 
 def load_matrix(path: Path, mmap: bool = True) -> np.ndarray:
-    return np.load(path, mmap_mode="r" if mmap else None)
+    return load_npy(path, mmap)
 
 
 def mean_vectors(pvecs: np.ndarray, offsets: np.ndarray, block_docs: int = 50_000) -> np.ndarray:

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from hiera.index.bm25 import Bm25Config, Bm25Index
+from hiera.io import load_npy
 from hiera.text import base_name, name_key
 
 NAMES_DIR = "names"
@@ -58,7 +59,7 @@ class StringTable(Sequence[str]):
     def load(cls, directory: Path, name: str, mmap: bool = True) -> StringTable:
         blob = np.memmap(directory / f"{name}.bin", dtype=np.uint8, mode="r") if mmap else np.fromfile(
             directory / f"{name}.bin", dtype=np.uint8)
-        return cls(blob, np.load(directory / f"{name}.idx.npy", mmap_mode="r" if mmap else None))
+        return cls(blob, load_npy(directory / f"{name}.idx.npy", mmap))
 
     @staticmethod
     def write(directory: Path, name: str, strings: Iterable[str]) -> int:
@@ -173,15 +174,14 @@ class NameTable:
         self.record = record
         self.mmap = mmap
         self._bm25_config = bm25_config
-        mode = "r" if mmap else None
         self.titles = StringTable.load(self.dir, "titles", mmap)
         self.names = StringTable.load(self.dir, "names", mmap)
         self.keys = StringTable.load(self.dir, "keys", mmap)
-        self.doc = np.load(self.dir / "doc.npy", mmap_mode=mode)
-        self.kind = np.load(self.dir / "kind.npy", mmap_mode=mode)
-        self._hash = np.load(self.dir / "key_hash.npy", mmap_mode=mode)
-        self._order = np.load(self.dir / "key_order.npy", mmap_mode=mode)
-        self.prior = np.load(self.dir / "prior.npy", mmap_mode=mode)
+        self.doc = load_npy(self.dir / "doc.npy", mmap)
+        self.kind = load_npy(self.dir / "kind.npy", mmap)
+        self._hash = load_npy(self.dir / "key_hash.npy", mmap)
+        self._order = load_npy(self.dir / "key_order.npy", mmap)
+        self.prior = load_npy(self.dir / "prior.npy", mmap)
         self.has_prior = bool(record.get("has_prior", False))
 
     def __len__(self) -> int:

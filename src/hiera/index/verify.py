@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-
 from hiera.errors import HieraError
 from hiera.index.manifest import MANIFEST, Manifest, nested_builds
+from hiera.io import load_npy
 
 Status = Literal["ok", "warning", "error"]
 
@@ -114,7 +113,7 @@ def check_dense(build_dir: Path, m: Manifest, c: Checks) -> None:
         dim = int(m.models.get(level, {}).get("dim", 0))
         mat_path = dense / f"{name}.f16.npy"
         if mat_path.exists():
-            mat = np.load(mat_path, mmap_mode="r", allow_pickle=False)
+            mat = load_npy(mat_path, mmap=True)
             if mat.shape != (rows, dim):
                 problems.append(f"{mat_path.name} has shape {mat.shape}, expected ({rows}, {dim})")
         idx_path = dense / f"{name}.faiss"
@@ -137,18 +136,18 @@ def check_names(build_dir: Path, m: Manifest, c: Checks) -> None:
     d = build_dir / NAMES_DIR
     rows, problems = int(m.names.get("rows", -1)), []
     sizes = {"names": len(StringTable.load(d, "names")), "keys": len(StringTable.load(d, "keys")),
-             "doc.npy": len(np.load(d / "doc.npy", mmap_mode="r")), "kind.npy": len(np.load(d / "kind.npy", mmap_mode="r")),
-             "key_hash.npy": len(np.load(d / "key_hash.npy", mmap_mode="r"))}
+             "doc.npy": len(load_npy(d / "doc.npy", mmap=True)), "kind.npy": len(load_npy(d / "kind.npy", mmap=True)),
+             "key_hash.npy": len(load_npy(d / "key_hash.npy", mmap=True))}
     problems += [f"{name} has {n} rows, the manifest {rows}" for name, n in sizes.items() if n != rows]
     titles = len(StringTable.load(d, "titles"))
-    if titles != m.documents or len(np.load(d / "prior.npy", mmap_mode="r")) != m.documents:
+    if titles != m.documents or len(load_npy(d / "prior.npy", mmap=True)) != m.documents:
         problems.append(f"titles/prior cover {titles} documents, the manifest {m.documents}")
-    if rows > 0 and len(np.load(d / "doc.npy", mmap_mode="r")) == rows:
-        docs = np.load(d / "doc.npy", mmap_mode="r")
+    if rows > 0 and len(load_npy(d / "doc.npy", mmap=True)) == rows:
+        docs = load_npy(d / "doc.npy", mmap=True)
         if int(docs.min()) < 0 or int(docs.max()) >= m.documents:
             problems.append("a name points at no document")
     vec = build_dir / "dense" / "names.f16.npy"
-    if m.names.get("dense") and vec.exists() and len(np.load(vec, mmap_mode="r")) != rows:
+    if m.names.get("dense") and vec.exists() and len(load_npy(vec, mmap=True)) != rows:
         problems.append(f"{vec.name} does not hold one vector per name")
     if problems:
         c.error("names", "; ".join(problems))

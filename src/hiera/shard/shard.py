@@ -26,6 +26,7 @@ from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.manifest import SHARDS_DIR, open_shard_manifest, shard_label
 from hiera.index.select import concat_ranges, topk
+from hiera.io import load_npy
 
 BM25_KINDS = {"passages": "bm25-passages", "docs": "bm25-docs"}
 FAISS_KINDS = {"passages": "passages.faiss", "docs": "docs.faiss", "docs-mean": "docs-mean.faiss"}
@@ -92,7 +93,7 @@ class Shard:
     def doc_offsets(self) -> np.ndarray:
         """This shard's document → passage offsets, local (from the build's layout, which the shards tile)."""
         da, db = (int(x) for x in self.entry["docs"])
-        glob = np.load(self.build_dir / "layout" / "doc_offsets.npy")
+        glob = load_npy(self.build_dir / "layout" / "doc_offsets.npy")
         return (glob[da : db + 1] - glob[da]).astype(np.int64)
 
     def passage_lists(

@@ -43,7 +43,7 @@ from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.fetchhr.layers import parse_layers
 from hiera.fetchhr.model import FetchHRModel, HeadConfig, LayerStates, encoder_record
-from hiera.io import write_atomic, write_json_atomic
+from hiera.io import load_npy, write_atomic, write_json_atomic
 from hiera.models import autocast_dtype
 from hiera.train.common import (
     device_report,
@@ -115,8 +115,8 @@ class StateStore:
 
     def __init__(self, folder: Path, layers: Sequence[int]) -> None:
         self.folder = folder
-        self.offsets = np.load(folder / "offsets.npy")
-        self.states = {n: np.load(folder / f"states-L{n}.npy", mmap_mode="r") for n in layers}
+        self.offsets = load_npy(folder / "offsets.npy")
+        self.states = {n: load_npy(folder / f"states-L{n}.npy", mmap=True) for n in layers}
 
     def batch(self, rows: Sequence[int]) -> tuple[dict[int, Any], Any]:
         """``({layer: (b, T, dim) float32 tensor}, mask (b, T))`` for question rows, padded to the longest."""
