@@ -29,11 +29,14 @@ def start_early(argv: Sequence[str]) -> Any:
     return _spacy_for(known.retriever)
 
 
-def _spacy_for(method: str) -> Any:
+def _loads_spacy(method: str) -> bool:
     from hiera.spec import METHODS
 
-    spec = METHODS.get(method)
-    if spec is None or "spacy" not in spec.loads:
+    return method in METHODS and "spacy" in METHODS[method].loads
+
+
+def _spacy_for(method: str) -> Any:
+    if not _loads_spacy(method):
         return None
     from hiera.link.nlp import SpacyModel
 
@@ -41,21 +44,17 @@ def _spacy_for(method: str) -> Any:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    early = vars(args).pop("early_spacy", None)
-    nlp = early if early is not None and _wants_spacy(args.retriever) else _spacy_for(args.retriever)
-    if early is not None and nlp is not early:
-        early.close()
+    nlp = vars(args).pop("early_spacy", None)
+    if nlp is not None and not _loads_spacy(args.retriever):  # the peek misread the method
+        nlp.close()
+        nlp = None
+    if nlp is None:
+        nlp = _spacy_for(args.retriever)
     try:
         return _search(args, nlp)
     finally:
         if nlp is not None:
             nlp.close()
-
-
-def _wants_spacy(method: str) -> bool:
-    from hiera.spec import METHODS
-
-    return method in METHODS and "spacy" in METHODS[method].loads
 
 
 def _search(args: argparse.Namespace, nlp: Any) -> int:

@@ -135,15 +135,15 @@ def check_names(build_dir: Path, m: Manifest, c: Checks) -> None:
 
     d = build_dir / NAMES_DIR
     rows, problems = int(m.names.get("rows", -1)), []
+    docs = load_npy(d / "doc.npy", mmap=True)
     sizes = {"names": len(StringTable.load(d, "names")), "keys": len(StringTable.load(d, "keys")),
-             "doc.npy": len(load_npy(d / "doc.npy", mmap=True)), "kind.npy": len(load_npy(d / "kind.npy", mmap=True)),
+             "doc.npy": len(docs), "kind.npy": len(load_npy(d / "kind.npy", mmap=True)),
              "key_hash.npy": len(load_npy(d / "key_hash.npy", mmap=True))}
     problems += [f"{name} has {n} rows, the manifest {rows}" for name, n in sizes.items() if n != rows]
     titles = len(StringTable.load(d, "titles"))
     if titles != m.documents or len(load_npy(d / "prior.npy", mmap=True)) != m.documents:
         problems.append(f"titles/prior cover {titles} documents, the manifest {m.documents}")
-    if rows > 0 and len(load_npy(d / "doc.npy", mmap=True)) == rows:
-        docs = load_npy(d / "doc.npy", mmap=True)
+    if rows > 0 and len(docs) == rows:
         if int(docs.min()) < 0 or int(docs.max()) >= m.documents:
             problems.append("a name points at no document")
     vec = build_dir / "dense" / "names.f16.npy"

@@ -84,9 +84,7 @@ class SpacyModel:
         return self.submit(text)()
 
     def _here(self, text: str) -> Parsed:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        self.close()  # a child no longer needed, or gone
         return Parsed.from_spacy(self.nlp(text))
 
     def close(self) -> None:
