@@ -12,7 +12,8 @@ Parts (``--parts``, comma-separated, run in this order):
     on 2 quiet cores with onnx-int8; interrupt and rerun to resume: every
     encoded batch is cached); every later build reuses it.
 ``warm``
-    only fills the embedding cache with the collection's passage and
+    ingests the store if it is missing (as ``prepare`` does), then only
+    fills the embedding cache with the collection's passage and
     document-summary vectors, a chunk at a time, nothing else (no BM25, no
     build): the hours of ``prepare`` that can be spread over several runs.
     Interrupt it at any time; a rerun starts where the cache ends, and
@@ -72,15 +73,12 @@ def _record_build(name: str, seconds: float) -> None:
     TIMES.write_text(json.dumps(times, indent=2))
 
 
-def prepare(passages: int, seed: int) -> Path:
-    """The store of pooled + distractors, built small (Flat): the encode happens here."""
+def ingest_store(passages: int, seed: int) -> Path:
+    """The store of pooled + distractors (written once; ``prepare`` and ``warm`` both start from it)."""
     from bench.distractors import VERSION, write_jsonl
     from bench.pooled import pooled_sources
-    from hiera.builds import build_collection
     from hiera.corpus.ingest import ingest
     from hiera.corpus.store import STORE_FILE
-    from hiera.index.build import BuildOptions
-    from hiera.index.publish import live_build_dir
 
     HERE.mkdir(parents=True, exist_ok=True)
     jsonl = HERE / f"distractors-v{VERSION}-{passages // 1000}k-s{seed}.jsonl"
@@ -95,6 +93,16 @@ def prepare(passages: int, seed: int) -> Path:
             rep = ingest(paths, fmt, root, duplicates="keep")  # distractors keep their sources' titles: never merged
             print(f"ingested {fmt}: {rep.documents} documents, {rep.passages} passages "
                   f"({time.perf_counter() - t:.0f}s)", flush=True)
+    return root
+
+
+def prepare(passages: int, seed: int) -> Path:
+    """The store built small (Flat): the encode happens here, unless ``warm`` filled the cache."""
+    from hiera.builds import build_collection
+    from hiera.index.build import BuildOptions
+    from hiera.index.publish import live_build_dir
+
+    root = ingest_store(passages, seed)
     if live_build_dir(root) is None:
         t = time.perf_counter()
         build_collection(root, BuildOptions(progress=True, profile="small"))
@@ -103,13 +111,13 @@ def prepare(passages: int, seed: int) -> Path:
     return root
 
 
-def warm(passages: int, chunk: int = 8192) -> None:
+def warm(passages: int, seed: int, chunk: int = 8192) -> None:
     """Encode what ``prepare``'s build will ask for, into the embedding cache, chunk by chunk."""
     from hiera.corpus.store import CorpusStore
     from hiera.encode import DEFAULT_MODEL, Encoder
     from hiera.index.build import read_corpus
 
-    root = collection_dir(passages)
+    root = ingest_store(passages, seed)
     store = CorpusStore(root)
     try:
         corpus = read_corpus(store, fulltext=False)
@@ -240,6 +248,31 @@ def part_eval(args: argparse.Namespace, rep: Report) -> None:
         }, result={**res, "root": str(root)}, key=f"{args.passages // 1000}k/{label}")  # one JSON keeps every scale
 
 
+SPEED_PAIRS = {  # within-run latency ratios the issue states as targets: numerator's p50 / denominator's p50
+    "large default p50 / flat dense p50": ("dhr: large default (auto)", "dense (flat exact)"),
+    "large default p50 / today's default p50": ("dhr: large default (auto)", "dhr: today's default (hybrid-max, Flat)"),
+}
+
+
+def speed_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    """``<scale>/speed`` entries: p50 ratios of methods measured at one scale (machine speed cancels out).
+
+    Derived from whatever results the JSON holds, so an ``--only`` rerun of
+    one method updates the ratios it enters.
+    """
+    out: dict[str, Any] = {}
+    scales = {key.split("/", 1)[0] for key in results if "/" in key}
+    for scale in sorted(scales):
+        ratios = {}
+        for name, (num, den) in SPEED_PAIRS.items():
+            a, b = results.get(f"{scale}/{num}"), results.get(f"{scale}/{den}")
+            if a and b and b["metrics"].get("latency_ms_p50"):
+                ratios[name] = round(a["metrics"]["latency_ms_p50"] / b["metrics"]["latency_ms_p50"], 4)
+        if ratios:
+            out[f"{scale}/speed"] = ratios
+    return out
+
+
 def part_synthetic(args: argparse.Namespace, rep: Report) -> None:
     """The large profile's default dhr at ``--synthetic`` synthetic passages: speed and memory only."""
     import os
@@ -311,7 +344,7 @@ def main() -> None:
     if "prepare" in parts:
         prepare(args.passages, args.seed)
     if "warm" in parts:
-        warm(args.passages)
+        warm(args.passages, args.seed)
     if "large" in parts:
         build_large(args.passages)
     if "large-sq8" in parts:
@@ -327,6 +360,9 @@ def main() -> None:
         out = OUT / "scale_real.json"
         old = json.loads(out.read_text()).get("results", {}) if out.exists() else {}
         rep.results = {**old, **rep.results}
+        rep.results.update(speed_ratios(rep.results))
+        for key, ratios in speed_ratios(rep.results).items():
+            print(f"{key}: " + ", ".join(f"{n} = {v:.3f} ({1 / v:.1f}x)" for n, v in ratios.items()), flush=True)
         rep.write(passages=args.passages, questions=args.questions, latency_sample=args.latency)
 
 
