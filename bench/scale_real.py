@@ -360,8 +360,9 @@ def main() -> None:
         out = OUT / "scale_real.json"
         old = json.loads(out.read_text()).get("results", {}) if out.exists() else {}
         rep.results = {**old, **rep.results}
-        rep.results.update(speed_ratios(rep.results))
-        for key, ratios in speed_ratios(rep.results).items():
+        speed = speed_ratios(rep.results)
+        rep.results.update(speed)
+        for key, ratios in speed.items():
             print(f"{key}: " + ", ".join(f"{n} = {v:.3f} ({1 / v:.1f}x)" for n, v in ratios.items()), flush=True)
         rep.write(passages=args.passages, questions=args.questions, latency_sample=args.latency)
 
