@@ -66,8 +66,13 @@ def test_split_words_properties(text: str, limit: int) -> None:
 
 
 @given(text=texts(max_tokens=60), limit=st.integers(1, 150))
-def test_split_words_is_deterministic(text: str, limit: int) -> None:
-    assert split_words(text, limit) == split_words(text, limit)
+def test_split_words_reads_only_the_words(text: str, limit: int) -> None:
+    """Line breaks, tabs and runs of spaces are not boundaries: only words and sentence ends place a cut."""
+    blocks = split_words(text, limit)
+    assert split_words(" ".join(text.split()), limit) == blocks
+    assert split_words("\n\n".join(text.split()), limit) == blocks
+    # every block is already a packing of its own words: splitting it again changes nothing
+    assert all(split_words(b, limit) == [b] for b in blocks)
 
 
 def test_split_words_rejects_non_positive_limit() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from hiera.link.pipeline import _NAME, LinkSettings, _sub_names
 
 
@@ -16,6 +18,15 @@ def test_names_in_a_first_hop_passage_and_their_sub_spans() -> None:
     assert _sub_names(runs[2])[0] == "Kiss and Tell"  # sentence punctuation is not part of a name
 
 
-def test_settings_from_retriever_parameters() -> None:
-    s = LinkSettings.from_params({"entity_titles": 3, "coarse_depth": 50, "decomposer": "none", "reranker": None})
-    assert (s.entity_titles, s.event_titles, s.decomposer) == (3, 5, "none")
+def test_settings_take_their_own_parameters_and_leave_the_rest() -> None:
+    """The retriever hands over all of its parameters: the linker's are taken, None keeps a default, others are ignored."""
+    fields = list(LinkSettings.__dataclass_fields__)
+    default = LinkSettings()
+    # a value for every field, each different from its default
+    given = {f: (v + 1 if isinstance(v, int | float) else f"{v}-x") for f, v in asdict(default).items()}
+    s = LinkSettings.from_params({**given, "coarse_depth": 50, "reranker": "m", "k": 3})
+    assert asdict(s) == given
+    # None is "not given" (an HTTP request's absent parameter), never a value
+    assert LinkSettings.from_params({f: None for f in fields} | {"coarse_depth": 50}) == default
+    one = LinkSettings.from_params({"entity_titles": 3, "event_titles": None})
+    assert asdict(one) == asdict(default) | {"entity_titles": 3}
