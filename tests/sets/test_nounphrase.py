@@ -43,23 +43,23 @@ def _parts(parser: RuleSetParser, query: str) -> tuple[str, list[str]]:
         ("2004 German novels", "_", ["2004 German novels"]),
         ("1968 science fiction novels", "_", ["1968 science fiction novels"]),
         ("2006 American war novels", "_ that are also _", ["2006 American novels", "war novels"]),
-        ("Science fiction novels from 1968 set on Venus", "_ that are also _",
-         ["Science fiction novels from 1968", "novels set on Venus"]),
+        ("Fantasy novels from 1972 set on Mars", "_ that are also _",
+         ["Fantasy novels from 1972", "novels set on Mars"]),
         # "X of A and B", "from both A and B" are intersections; "or" stays a union
         ("Flora of Chile and Argentina", "_ that are also _", ["Flora of Chile", "Flora of Argentina"]),
-        ("Trees from both Cuba, Jamaica and Hispaniola", "_ that are also both _ and _",
-         ["Trees from Cuba", "Trees from Jamaica", "Trees from Hispaniola"]),
+        ("Trees from both Peru, Bolivia and Ecuador", "_ that are also both _ and _",
+         ["Trees from Peru", "Trees from Bolivia", "Trees from Ecuador"]),
         ("Flora of Chile or Argentina", "_ or _", ["Flora of Chile", "Flora of Argentina"]),
         ("Flora of Sri Lanka and southern India", "_ that are also _", ["Flora of Sri Lanka", "Flora of southern India"]),
         # a place or topic attached to a category that has no such categories
         ("Orchid genera of Brazil", "_ that are also _", ["Orchid genera", "Flora of Brazil"]),
-        ("Rodent genera of Africa", "_ that are also _", ["Rodent genera", "Fauna of Africa"]),
+        ("Lizard genera of Australia", "_ that are also _", ["Lizard genera", "Fauna of Australia"]),
         ("War novels about Africa and espionage", "_ that are also both _ and _",
          ["War novels", "novels about Africa", "novels about espionage"]),
         ("Shrubs used in traditional Native American medicine", "_ that are also _",
          ["Shrubs", "Plants used in traditional Native American medicine"]),
         ("Orchids endemic to Peru", "_ that are also _", ["Orchids of Peru", "Endemic flora of Peru"]),
-        ("Plants endemic to Socotra", "_", ["Plants endemic to Socotra"]),
+        ("Plants endemic to Madeira", "_", ["Plants endemic to Madeira"]),
         # adjectives with "ADJ HEAD of PLACE" categories stay; others are a category of their own
         ("Extinct birds of New Zealand", "_", ["Extinct birds of New Zealand"]),
         ("Flightless birds of New Zealand", "_ that are also _", ["Flightless birds", "birds of New Zealand"]),
@@ -75,7 +75,10 @@ def _parts(parser: RuleSetParser, query: str) -> tuple[str, list[str]]:
         ("Films about the French Revolution that aren't French", "_ that are not _",
          ["Films about the French Revolution", "French Films"]),
         # one category whatever its length
-        ("Hong Kong martial arts films", "_", ["Hong Kong martial arts films"]),
+        ("Hong Kong action thriller films", "_", ["Hong Kong action thriller films"]),
+        # a compound head is one head: "short story collections", not "short story" + "collections"
+        ("Irish short story collections from 1999", "_ that are also _",
+         ["Irish short story collections", "short story collections from 1999"]),
         ("Horror films from Thailand", "_", ["Horror films from Thailand"]),
         ("Novels about people born in Paris", "_", ["Novels about people born in Paris"]),
         ("Novels that take place in Edinburgh", "_", ["Novels that take place in Edinburgh"]),
@@ -103,15 +106,15 @@ def test_post_modifiers_after_a_gerund_and_lists_of_post_modifiers(parser):
 
 
 def test_an_and_list_reads_each_item_as_a_phrase(parser):
-    r = parser.parse("Afrotropical birds of Uganda and Rwanda")
-    assert r.constraints == ["Afrotropical birds", "birds of Uganda", "birds of Rwanda"]  # the shared one once
+    r = parser.parse("Afrotropical birds of Tanzania and Malawi")
+    assert r.constraints == ["Afrotropical birds", "birds of Tanzania", "birds of Malawi"]  # the shared one once
     assert isinstance(r.expression, And) and len(r.expression.children) == 3
-    q = "Orchid genera of Mexico and Guatemala"
+    q = "Orchid genera of Panama and Belize"
     r = parser.parse(q)
-    assert r.constraints == ["Orchid genera", "Flora of Mexico", "Flora of Guatemala"]
+    assert r.constraints == ["Orchid genera", "Flora of Panama", "Flora of Belize"]
     # restored heads are glue words, not query text; the query's own words keep their spans
     flora = atoms(r.expression)[1]
-    assert [q[s:e] for s, e in flora.span] == ["Mexico"]
+    assert [q[s:e] for s, e in flora.span] == ["Panama"]
     assert [q[s:e] for s, e in atoms(r.expression)[0].span] == ["Orchid genera"]
 
 
@@ -160,20 +163,21 @@ def test_the_development_set_is_well_formed():
     queries = load_set_queries(PHRASING)
     assert len(queries) == 367 and len({q.query for q in queries}) == 367
     splits = {q.metadata["split"] for q in queries}
-    assert splits == {"tune", "heldout"}
+    assert splits == {"tune", "check"}
     for q in queries:
         assert q.domain in ("films", "books", "plants", "animals")
         if q.marks:
             assert q.gold_expression() is not None and len(q.marks) == q.template.count("_")
         if q.metadata["source"] != "written":
-            assert q.metadata["split"] == "tune"  # examples read while writing rules are never held out
-    assert sum(q.metadata["split"] == "heldout" for q in queries) == 142
+            assert q.metadata["split"] == "tune"  # examples read while writing rules are never in the check part
+    assert sum(q.metadata["split"] == "check" for q in queries) == 142
 
 
 def test_accuracy_on_the_tune_part_is_a_regression_pin(parser):
     """A regression pin, not a measure of generalization: the rules were written looking at these 225 queries
-    (the QUEST paper's examples, issue 34's and the tune part of bench/data/quest_phrasing.jsonl). Figures on
-    queries the rules were not written for are the held-out part's, reported by ``python -m bench.quest_parse``."""
+    (the QUEST paper's examples, issue 34's and the tune part of bench/data/quest_phrasing.jsonl). The check part's
+    figures (``python -m bench.quest_parse``) are development figures too: its queries were read while the rules
+    were written. Only queries the project never sees measure generalization."""
     tune = [q for q in load_set_queries(PHRASING) if q.metadata["split"] == "tune"]
     got = parser_agreement(parser, tune)
     assert got["template_accuracy"] >= 0.96, got["confusion"]
@@ -189,7 +193,7 @@ def test_the_older_phrasings_still_parse(parser, data_dir: Path):
 
 
 @pytest.mark.parametrize(
-    "query", ["are not sandpipers", "were not adapted into films", "birds and", "and are shrubs", "Non- and or",
+    "query", ["are not sandpipers", "were not turned into operas", "birds and", "and are shrubs", "Non- and or",
               "1990s", "of the", "Films , , and"],
 )
 def test_odd_word_orders_parse_or_fall_back_but_never_raise(parser, query):

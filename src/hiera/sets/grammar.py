@@ -548,7 +548,7 @@ class _Run(PhraseReader):
         self, cl: _Clause, it: list[int], head: list[int], frame: list[int], prev_frame: list[Piece] | None
     ) -> list[Piece]:
         if self.low(it[0]) in ("those", "ones", "one") and len(it) > 1:
-            it = it[1:]  # "excluding those by Philip K. Dick": the head stands in
+            it = it[1:]  # "excluding those by Jules Verne": the head stands in
         first = it[0]
         if is_demonym([self.t[i].text for i in it]):
             return [*it, *head]  # "that aren't French": "French films"

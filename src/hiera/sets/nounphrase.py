@@ -466,8 +466,8 @@ class PhraseReader(TaggedQuery):
     def _year_category(
         self, facets: list[_Facet], segs: list[list[int]], hd: list[int]
     ) -> tuple[list[Piece] | None, list[_Facet], list[list[int]]]:
-        """A year that is one category with a nationality or genre ("2004 German novels", "science fiction
-        novels from 1968"): those pieces, and the facets and post-modifiers left."""
+        """A year that is one category with a nationality or genre ("2004 German novels", "fantasy
+        novels from 1972"): those pieces, and the facets and post-modifiers left."""
         keeps = YEAR_KEEPS.get(self.low(hd[-1]))
         year = next((f for f in facets if f.kind == "time" and YEAR.match(self.low(f.toks[0]))), None)
         times = [s for s in segs if self._is_time(s) and YEAR.match(self.low(s[-1]))]
