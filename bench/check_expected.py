@@ -30,6 +30,11 @@ not hold fails the run as a drifting figure does. ``--only`` selects claims by
 id prefix too, and a selected claim brings the figures it needs (their
 commands, their rows). The file is validated when loaded: a claim naming an
 unknown figure id, or malformed, is a one-line error (exit 2).
+
+A figure row may say ``unit: ratio`` (a within-run ratio, such as one p50 over another: speed is published that
+way, never as absolute times) and ``device: NAME`` (the machine it was recorded on, e.g. ``nvidia-h100``; rows
+without one were recorded on the project's CPU machine, ``cpu``). A run compares only the rows of its
+``--device`` (default ``cpu``) and the claims that read only those: a GPU figure is not re-run elsewhere.
 """
 
 from __future__ import annotations
@@ -199,6 +204,8 @@ def main() -> int:
     ap.add_argument("--file", type=Path, default=REPO / "bench" / "expected.yaml")
     ap.add_argument("--no-run", action="store_true", help="compare the JSON already written; run nothing")
     ap.add_argument("--commands", action="store_true", help="print the setups and commands a run would execute, then stop")
+    ap.add_argument("--device", default="cpu",
+                    help="compare the rows recorded on this device (rows without device: are cpu's)")
     ap.add_argument("--only", default=None,
                     help="only figures and claims whose id starts with this (a claim brings the figures it reads)")
     args = ap.parse_args()
@@ -208,6 +215,11 @@ def main() -> int:
         print(f"{args.file}: {err}", file=sys.stderr)
         return 2
     entries, claims = select(figures, claims, args.only)
+    elsewhere = {e["id"] for e in entries if str(e.get("device", "cpu")) != args.device}
+    if elsewhere:
+        print(f"{len(elsewhere)} rows recorded on another device than {args.device} left out", file=sys.stderr)
+        entries = [e for e in entries if e["id"] not in elsewhere]
+        claims = [c for c in claims if not set(figures_of(expression(c))) & elsewhere]
     if not entries:
         print("no entries selected", file=sys.stderr)
         return 2

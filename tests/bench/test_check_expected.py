@@ -235,7 +235,14 @@ def test_the_shipped_file_is_well_formed() -> None:
         for cmd in filter(None, (e.get("setup"), e["command"])):
             assert cmd.startswith(("python -m bench.", "hiera ")), cmd
         assert e["json"].startswith("bench/out/")
-        assert 0 <= float(e["expected"]) <= 1 and 0 < float(e["tolerance"]) <= 0.02
+        unit = e.get("unit", "fraction")
+        assert unit in ("fraction", "ratio"), f"{e['id']}: unit {unit!r}"  # speed: a within-run ratio
+        assert "device" not in e or isinstance(e["device"], str) and e["device"], f"{e['id']}: device must name one"
+        if unit == "fraction":
+            assert 0 <= float(e["expected"]) <= 1, e["id"]
+        assert 0 <= float(e["tolerance"]) <= 0.02, e["id"]
+        if float(e["expected"]) in (0.0, 1.0) and e["id"].endswith("_fraction"):
+            assert float(e["tolerance"]) == 0, f"{e['id']}: a zero-failure target is exact"
 
 
 def test_shipped_python_commands_name_bench_modules() -> None:
