@@ -67,7 +67,11 @@ def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums:
     if not build_dir.is_dir():
         c.error("index", f"the {INDEX_LINK} link points to {build_dir}, which does not exist")
         return
-    served = live_build_dir(root)
+    try:
+        served = live_build_dir(root)
+    except HieraError as e:  # a damaged pending marker, a store that cannot say what it committed
+        c.error("index", str(e))
+        return
     if served is not None and served != build_dir:
         c.warn("index", f"an interrupted `hiera add` swapped in {build_dir.name} but never committed its documents; "
                         f"serving {served.name} (the next writer puts the link back)")
@@ -175,7 +179,10 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
     builds = root / BUILDS
     if not builds.is_dir():
         return
-    live = live_build_dir(root)
+    try:
+        live = live_build_dir(root)
+    except HieraError:  # reported by the index check; here the linked build counts as in use
+        live = (root / INDEX_LINK).resolve()
     partial = sorted(p.name for p in builds.glob("*.partial"))
     if partial:
         c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")

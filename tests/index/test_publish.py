@@ -6,6 +6,7 @@ An interrupted or failed build leaves the live index exactly as it was (and stil
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import helpers
@@ -14,9 +15,9 @@ import pytest
 import hiera.index.build as build_mod
 from hiera.builds import open_collection
 from hiera.collection import Collection
-from hiera.errors import BadInputError
+from hiera.errors import BadInputError, HieraError
 from hiera.index.build import BuildOptions, build
-from hiera.index.publish import BUILDS, live_build_dir
+from hiera.index.publish import BUILDS, INDEX_LINK, PENDING, live_build_dir
 from hiera.retrieve import get_retriever
 
 QUERIES = list(helpers.TOPIC_QUERIES.items())[:3]
@@ -93,3 +94,89 @@ def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:
     assert live_build_dir(col_copy) == old_dir
     assert _builds(col_copy) == [old_dir.name]
     open_collection(col_copy).warmup()
+
+
+# -- an add's swap whose commit is unknown: never guessed --------------------------------------------------
+class _Killed(BaseException):
+    """Stands for a SIGKILL between an add's swap and its commit (the transaction rolls back as a kill's does)."""
+
+
+def _killed_add(root: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """An add killed after its swap, before its commit: (the build before it, the add's uncommitted build)."""
+    from hiera.builds import build_collection
+    from hiera.corpus.ingest import ingest
+    from hiera.index.manifest import Manifest
+
+    before = live_build_dir(root)
+    opts = BuildOptions.from_manifest(Manifest.read(before))
+    opts.progress = False
+
+    def build_then_die(store) -> None:
+        build_collection(root, opts, log=helpers.QUIET, store=store)
+        raise _Killed
+
+    with pytest.raises(_Killed):
+        ingest([helpers.write_jsonl(tmp_path / "extra.jsonl", helpers.make_extra_docs())], "hiera-jsonl", root,
+               progress=False, before_commit=build_then_die)
+    uncommitted = (root / INDEX_LINK).resolve()
+    assert uncommitted != before and live_build_dir(root) == before and (root / BUILDS / PENDING).exists()
+    return before, uncommitted
+
+
+def _one_line_error(root: Path, match: str) -> str:
+    with pytest.raises(HieraError, match=match) as e:
+        live_build_dir(root)
+    assert "\n" not in str(e.value)
+    with pytest.raises(HieraError, match=match):
+        open_collection(root)
+    return str(e.value)
+
+
+def test_a_store_that_cannot_say_what_it_committed_is_an_error(bm25_copy: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unreadable (damaged) or locked: readers are refused, not served the add's possibly uncommitted build."""
+    from hiera.check import check_collection
+    from hiera.corpus.store import STORE_FILE, CorpusStore
+
+    root = bm25_copy
+    before, _ = _killed_add(root, tmp_path)
+    store_file = root / STORE_FILE
+    good = store_file.read_bytes()
+    store_file.write_bytes(b"this is no sqlite database" * 200)
+    msg = _one_line_error(root, "cannot tell whether `hiera add`'s build .* was committed")
+    assert "corpus store cannot be read" in msg
+    store_file.write_bytes(good)
+    assert live_build_dir(root) == before  # readable again: the state before the add
+
+    def locked(self) -> str:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(CorpusStore, "published_build", property(locked))
+    assert "database is locked" in _one_line_error(root, "cannot tell whether")
+    errors = [f.line() for f in check_collection(root) if f.status == "error"]
+    assert len(errors) == 1 and "database is locked" in errors[0]
+    monkeypatch.undo()
+    assert live_build_dir(root) == before
+
+
+def test_a_damaged_pending_marker_is_reported_and_the_next_build_settles_it(
+    bm25_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hiera.cli import main
+
+    root = bm25_copy
+    _, uncommitted = _killed_add(root, tmp_path)
+    marker = root / BUILDS / PENDING
+    for damage in ("{\"previous\": ", "[1, 2]", "{\"previous\": \"x\"}"):
+        marker.write_text(damage)
+        msg = _one_line_error(root, "damaged pending-swap marker")
+        assert "cannot tell whether the last `hiera add` committed" in msg and f"hiera build {root}" in msg
+    assert main(["check", str(root)]) == 1
+    assert "damaged pending-swap marker" in capsys.readouterr().out
+    # the next build is made from the committed documents alone, and clears the marker
+    assert main(["build", str(root), "-q"]) == 0
+    assert not marker.exists() and live_build_dir(root) not in (None, uncommitted)
+    col = open_collection(root)
+    assert col.manifest.corpus_version == col.store.version
+    assert col.store.get_document("honeybees") is None  # the killed add's documents never committed ...
+    assert not any(h.doc_id == "honeybees" for h in get_retriever("bm25", col).search("honeybee hive waggle dance", k=5))

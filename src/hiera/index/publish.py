@@ -26,6 +26,14 @@ commit; and whatever other writer committed since), :func:`live_build_dir`
 answers the previous build, so every reader sees the state before the command;
 the next writer that publishes settles it (:func:`settle_pending`): the link
 back when the commit never came, the marker removed either way.
+
+Which build is live is never guessed. A marker that cannot be read, or a store
+that cannot say which build it committed (locked past SQLite's wait, damaged),
+is a :class:`HieraError` for readers: serving the linked build then might
+serve documents whose transaction never committed. The next writer settles a
+damaged marker by building from the committed store without reusing the
+linked build (its vectors are matched by store row, which an uncommitted add
+may have handed out twice).
 """
 
 from __future__ import annotations
@@ -64,20 +72,43 @@ def live_build_dir(root: Path) -> Path | None:
     return previous if previous is not None else live
 
 
+class PendingMarkerError(HieraError):
+    """``builds/pending.json`` exists but is not a marker this module wrote: whether the last add committed is unknown."""
+
+
 def pending_swap(root: Path) -> dict[str, str] | None:
-    """The marker of an ``add`` whose swap may not have been committed, if one is there."""
+    """The marker of an ``add`` whose swap may not have been committed, if one is there.
+
+    Raises :class:`PendingMarkerError` when the file is there but unreadable or
+    not a marker (it is written whole and renamed into place, so only outside
+    damage does that).
+    """
     path = Path(root) / BUILDS / PENDING
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return None
+    except OSError as e:
+        raise PendingMarkerError(_marker_message(path, e.strerror or type(e).__name__)) from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise PendingMarkerError(_marker_message(path, f"not JSON: {e}")) from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("previous", "build")):
-        return None
+        raise PendingMarkerError(_marker_message(path, "no previous and build names"))
     return data
 
 
+def _marker_message(path: Path, why: str) -> str:
+    return (f"{path}: damaged pending-swap marker ({why}); cannot tell whether the last `hiera add` committed — "
+            f"`hiera build {path.parents[1]}` rebuilds from the committed documents and clears it")
+
+
 def _uncommitted_previous(root: Path, live: Path) -> Path | None:
-    """The previous build, when the link points to an add's build whose transaction never committed."""
+    """The previous build, when the link points to an add's build whose transaction never committed.
+
+    A store that cannot be read is an error, not a guess (see the module's docstring).
+    """
     pending = pending_swap(root)
     if pending is None or live.name != pending["build"]:
         return None
@@ -90,25 +121,38 @@ def _uncommitted_previous(root: Path, live: Path) -> Path | None:
             committed = store.published_build
         finally:
             store.close()
-    except (HieraError, sqlite3.Error):
-        return None
+    except (HieraError, sqlite3.Error) as e:
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        raise HieraError(
+            f"{root}: cannot tell whether `hiera add`'s build {pending['build']} was committed: the corpus store "
+            f"cannot be read ({reason}); retry once the store is readable"
+        ) from None
     return previous if committed != pending["build"] else None
 
 
-def settle_pending(root: Path) -> None:
-    """Under the writer lock: put the link back if an add's commit never came, then drop the marker."""
+def settle_pending(root: Path) -> bool:
+    """Under the writer lock: put the link back if an add's commit never came, then drop the marker.
+
+    Returns True when the marker is damaged: it is left in place (readers keep
+    refusing) and the caller must build without the linked build and remove
+    it once its own build is live.
+    """
     root = Path(root)
     marker = root / BUILDS / PENDING
     if not marker.exists():
-        return
+        return False
     link = root / INDEX_LINK
     if link.exists():
-        previous = _uncommitted_previous(root, link.resolve())
+        try:
+            previous = _uncommitted_previous(root, link.resolve())
+        except PendingMarkerError:
+            return True
         if previous is not None:
             _swap_link(root, previous)
             fsync_dir(root)
     marker.unlink(missing_ok=True)
     fsync_dir(root / BUILDS)
+    return False
 
 
 def publish(root: str | Path, write: Writer, *, store: CorpusStore | None = None,
@@ -150,9 +194,10 @@ def remove_unused_builds(root: Path) -> None:
 
 
 def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transaction: bool) -> Manifest:
-    settle_pending(root)
-    previous_dir = live_build_dir(root)
-    previous = _read_previous(previous_dir)
+    damaged = settle_pending(root)
+    # with a damaged marker the linked build may hold an uncommitted add: kept as the fallback, never reused
+    previous_dir = (root / INDEX_LINK).resolve() if damaged else live_build_dir(root)
+    previous = None if damaged else _read_previous(previous_dir)
     builds = root / BUILDS
     builds.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
@@ -165,16 +210,19 @@ def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transactio
     partial = builds / (name + ".partial")
     partial.mkdir()
     try:
-        manifest = write(partial, store, previous_dir, previous)
+        manifest = write(partial, store, None if damaged else previous_dir, previous)
         final = builds / name
         os.replace(partial, final)
         fsync_dir(builds)
         if in_transaction:
             store.mark_published(final.name)  # commits with the documents, or rolls back with them
             if previous_dir is not None:
-                _write_pending(builds, previous_dir.name, final.name)
+                _write_pending(builds, previous_dir.name, final.name)  # replaces a damaged marker too
         _swap_link(root, final)
         fsync_dir(root)
+        if damaged and not in_transaction:
+            (builds / PENDING).unlink(missing_ok=True)  # the live build is now made from committed documents only
+            fsync_dir(builds)
     except BaseException as e:
         shutil.rmtree(partial, ignore_errors=True)
         if _is_write_failure(e):

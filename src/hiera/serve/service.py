@@ -89,7 +89,11 @@ class Service:
             return
         try:
             self._checked = now
-            live = live_build_dir(self.root)
+            try:
+                live = live_build_dir(self.root)
+            except HieraError as e:  # which build is live cannot be told now: keep answering from the open one
+                log.warning("still serving build %s: %s", self.col.build_dir.name, e)
+                return
             if live is not None and live != self.col.build_dir:
                 try:
                     col = self.opener(self.root, vectors=self.vectors)
