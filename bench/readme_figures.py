@@ -3,7 +3,7 @@
 ``python -m bench.readme_figures`` lists the figures of both READMEs that neither back, file and line, and exits 1
 when there are any; ``tests/bench/test_readme_figures.py`` runs the same check in ``make test``.
 
-What counts as a figure (prose and tables; fenced code blocks and `inline code` are commands and parameter
+What counts as a figure (prose and tables; fenced or indented code blocks and `inline code` are commands and parameter
 spellings, not claims, and are skipped):
 
 * a decimal number (``77.8``, ``0.545``, ``−0.4``; a version such as ``3.11.8`` is not one),
@@ -19,9 +19,10 @@ What backs one, in this order:
    sizes, targets, other papers' figures); a figure inside an allowlisted phrase is allowed. A phrase that is no
    longer in its README is an error, so the list cannot go stale;
 2. a value of ``bench/expected.yaml``: a figure row's ``expected:`` or a claim's value computed from the rows'
-   ``expected:`` values. A fraction row (the default ``unit``) backs its value as written and as a percentage or
-   points (0.778 backs ``0.778``, ``77.8``, ``77.8%``); a claim's value (a difference) backs its absolute value the
-   same way (−0.003 backs ``−0.3`` and ``0.3``); a ``unit: ratio`` row (a within-run ratio, such as one p50 over
+   ``expected:`` values. A fraction row (the default ``unit``) backs its value as points or a percentage, and as
+   written when the figure shows two decimals or more (0.778 backs ``77.8``, ``77.8%`` and ``0.778``, never
+   ``0.8``); a claim's value (a difference) backs its absolute value the same way (−0.003 backs ``−0.3`` and
+   ``0.3``); a ``unit: ratio`` row (a within-run ratio, such as one p50 over
    another) backs ``×`` figures as its value or its inverse (0.152 backs ``6.6×``); a ``unit: ms`` row backs
    figures in ms. Matching is at the figure's printed precision: the row's value rounds to what the README shows.
    Time and memory figures are backed only by rows of their unit, ``×`` figures only by ratio rows.
@@ -77,6 +78,8 @@ def _masked(text: str) -> str:
 
     text = re.sub(r"^```.*?^```[^\n]*$", blank, text, flags=re.S | re.M)
     text = re.sub(r"<!--.*?-->", blank, text, flags=re.S)
+    # indented code blocks: a block (after a blank line) whose every line starts with four spaces
+    text = re.sub(r"(?:(?<=\n\n)|\A)(?: {4}[^\n]*(?:\n|\Z))+", blank, text)
     return re.sub(r"`[^`\n]*`", blank, text)
 
 
@@ -155,9 +158,10 @@ def backs(v: Value, fig: Figure) -> bool:
         return v.unit == fig.unit and _rounds_to(v.value, fig)
     if fig.unit == "×":
         return v.unit == "ratio" and (_rounds_to(v.value, fig) or (v.value != 0 and _rounds_to(1 / v.value, fig)))
+    as_written = fig.unit == "" and fig.decimals >= 2  # "0.545"; a one-decimal "0.5" would match too much
     if v.unit in ("fraction", "claim"):
-        return _rounds_to(v.value, fig) or _rounds_to(100 * v.value, fig)
-    return v.unit == "ratio" and fig.unit == "" and _rounds_to(v.value, fig)
+        return _rounds_to(100 * v.value, fig) or (as_written and _rounds_to(v.value, fig))
+    return v.unit == "ratio" and as_written and _rounds_to(v.value, fig)
 
 
 def _in_scope(value_id: str, prefixes: tuple[str, ...]) -> bool:
