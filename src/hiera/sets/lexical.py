@@ -18,8 +18,8 @@ Two uses in the ``sets`` method (:mod:`hiera.retrieve.sets`):
   the best) on 2026-11-23: BM25 rewards a word anywhere ("Asia" in Russia's
   text, "Swedish" in a Norwegian writer's), while the question a constraint
   asks is answered by the definition. On the quest-vital bench the blend with
-  lead coverage raised avg F1 on every split (tune, held-out test, training
-  queries) over the BM25 blend with the same classifier (bench/README.md).
+  lead coverage raised avg F1 on every split (tune, test, training
+  queries; all development splits) over the BM25 blend with the same classifier (bench/README.md).
 
 * **Evidence sentences** (:func:`split_sentences`, :func:`best_sentence`): the
   sentence of a member that best supports each constraint, by token overlap.

@@ -96,8 +96,8 @@ def roles_of(expr: Expr, decompose: bool = True) -> dict[str, str]:
     "filmmakers born in the 20th century": tuned low for the qualifier (whose
     classifier is unsure of birth dates the text rarely states), it let
     non-American filmmakers through. As ``positive`` the set asked for keeps
-    its own threshold (bench/README.md: intersections' avg F1 on held-out
-    queries 34 → 58).
+    its own threshold (bench/README.md: intersections' avg F1 on the test
+    split, a development split, 34 → 58).
     """
     if not decompose:
         return {a.text: "query" for a in atoms(expr)}
