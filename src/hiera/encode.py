@@ -14,10 +14,19 @@ Encoding is the slow part of everything hiera does on a CPU, so:
 * queries and documents go through sentence-transformers' ``encode_query`` /
   ``encode_document``, so a model's configured prompts (e5's ``"query: "``,
   bge's instruction) are applied, and the manifest records them;
-* on a GPU (``device="cuda"``, or ``auto`` where torch sees one) the model
-  runs on torch in float16, in batches of :data:`CUDA_BATCH`, with the next
-  batches tokenized in threads while the GPU runs the current one
-  (:func:`stream_encode`, the same code the tests run on a CPU).
+* on a GPU (``device="cuda"``, or ``auto`` where torch sees one) documents
+  run on torch in float16, in batches of :data:`CUDA_BATCH`, through a
+  pipeline whose host side keeps the GPU busy (:func:`stream_batches`, the
+  same code the tests run on a CPU): the next batches are tokenized by one
+  worker per core (:class:`hiera.backends.TokenizerPool`, each with its own
+  tokenizer; one shared fast tokenizer raises "Already borrowed" and, called
+  as transformers calls it, tokenized 3,949 passages/s on a 16-core H100
+  host), handed back in order, copied in through pinned memory, and each
+  batch's vectors copied out on a CUDA stream of their own while later
+  batches run; the embedding cache is written by a thread beside it;
+* queries run in float32 on every device (one short text: a float16 query
+  vector would move scores by about 1e-3 and could reorder near-ties, so the
+  search would not return the CPU's results).
 
 Vectors made on a GPU share the torch cache key (the model's fingerprint):
 a float16 GPU vector and a float32 CPU vector of the same text are
@@ -34,8 +43,9 @@ import hashlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,7 +57,7 @@ from tqdm import tqdm
 
 from hiera.backends import BACKENDS, check_backend, require
 from hiera.errors import BadInputError, HieraError
-from hiera.models import check_weights, offline, quiet_transformers, resolve_device
+from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers, resolve_device
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_BACKEND = "auto"  # hiera.backends.AUTO_ORDER: onnx-int8, else onnx, else openvino, else torch
@@ -56,13 +66,30 @@ CPU_BATCH = 32
 # Texts per forward pass on a GPU. Issue 32 measured MiniLM's float16 forward pass on an H100 at 57,000
 # passages/s in batches of 256 and 82,000 in batches of 1,024 (128-token passages, SDPA attention).
 CUDA_BATCH = 1024
-# Batches tokenized ahead of the GPU. One thread tokenizes them: a fast tokenizer raises "Already borrowed"
-# when two threads call it at once, and its batch call already spreads over the cores (Rust, GIL released).
+# Batches tokenized ahead of the model, at least; with several tokenizer workers, two per worker.
 PREFETCH = 4
+# Texts landed between two writes to the embedding cache on the streaming path (one transaction each).
+CACHE_CHUNK = 16_384
 # The least cosine between a text's vector from one torch device/precision and another's that hiera accepts
 # as the same vector: the embedding cache serves either for the other.
 INTERCHANGEABLE_COSINE = 0.999
 PRECISIONS = ("float32", "float16")
+
+
+def default_tokenize_workers(device: str) -> int:
+    """Tokenizer workers of the streaming path: on a GPU every core but one (it feeds the GPU), else one.
+
+    Tokenizing is what bounds encoding on a GPU: one core tokenizes about
+    7,000 passages/s (this 2-core machine, MiniLM's WordPiece, ~100 tokens a
+    passage), the model's float16 forward pass on an H100 runs 57,000-82,000.
+    """
+    if device != "cuda":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def pick_device(backend: str, device: str | None) -> tuple[str, str]:
@@ -208,6 +235,8 @@ class Encoder:
         backend: str = DEFAULT_BACKEND,
         device: str | None = "auto",
         precision: str | None = None,
+        tokenize_workers: int | None = None,
+        tokenize_kind: str | None = None,
     ) -> None:
         """``trust_pickle``: load pickle weights (``*.bin``) too; default: ``HIERA_TRUST_PICKLE=1`` or refuse.
 
@@ -219,8 +248,12 @@ class Encoder:
         ``float32`` on ``cpu`` unless given (``float16`` on a CPU runs the GPU
         path's arithmetic there; tests use it). ``batch_size``: default
         :data:`CPU_BATCH` on a CPU, :data:`CUDA_BATCH` on a GPU.
+        Queries always run in float32 (one short text: the whole search then
+        ranks as on the CPU); ``float16`` is the documents' precision.
+        ``tokenize_workers`` / ``tokenize_kind``: the streaming path's
+        tokenizers (:class:`hiera.backends.TokenizerPool`); default
+        :func:`default_tokenize_workers` workers, processes on a GPU and threads on a CPU.
         """
-        offline()
         self.backend, self.device = pick_device(backend, device)
         self.precision = precision or ("float16" if self.device == "cuda" else "float32")
         if self.precision not in PRECISIONS:
@@ -234,6 +267,10 @@ class Encoder:
         self.name = str(model)
         self.fingerprint = model_fingerprint(self.path)
         self.batch_size = batch_size or (CUDA_BATCH if self.device == "cuda" else CPU_BATCH)
+        self.tokenize_workers = tokenize_workers or default_tokenize_workers(self.device)
+        self.tokenize_kind = tokenize_kind or ("process" if self.device == "cuda" else "thread")
+        self._pool: Any = None  # the streaming path's TokenizerPool, made on first use, kept for the next calls
+        self._half: Any = None  # the float16 copy documents run through (precision float16)
         # A Hugging Face fast tokenizer raises "Already borrowed" when two
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
@@ -275,13 +312,38 @@ class Encoder:
 
                 try:
                     with quiet_transformers():
-                        st = SentenceTransformer(str(self.path), device=self.device)
+                        st = SentenceTransformer(str(self.path), device=self.device, **LOCAL_ONLY)
                 except Exception as e:  # a broken or foreign directory
                     raise HieraError(f"cannot load model from {self.path}: {e}") from None
-                if self.precision == "float16":
-                    st.half()
                 self._model = st
         return self._model
+
+    @property
+    def doc_model(self) -> Any:
+        """The model documents run through: :attr:`model`, or its float16 copy (queries keep the float32 one)."""
+        base = self.model
+        if self.precision != "float16":
+            return base
+        with self._model_lock:
+            if self._half is None:
+                import copy
+
+                self._half = copy.deepcopy(base).half()
+        return self._half
+
+    def tokenizer_pool(self) -> Any:
+        """The streaming path's tokenizer workers, or None where sentence-transformers must tokenize (prompts etc.)."""
+        if self._pool is None:
+            from hiera.backends import FastTokenizer, TokenizerPool
+
+            fast = FastTokenizer.load(self.path)
+            self._pool = False if fast is None else TokenizerPool(fast, self.tokenize_workers, self.tokenize_kind)
+            if self._pool:
+                weakref.finalize(self, self._pool.close)
+        return self._pool or None
+
+    def _prefetch(self, pool: Any) -> int:
+        return max(PREFETCH, 2 * pool.workers) if pool is not None else PREFETCH
 
     @property
     def graph(self) -> Any:
@@ -325,7 +387,9 @@ class Encoder:
             if self._graph is not None:
                 return self._graph.encode(list(texts), prompt, self.batch_size, show_progress, query=query)
             if self.streams and not query:
-                return stream_encode(self.model, texts, prompt, self.batch_size, self.device)
+                pool = self.tokenizer_pool()
+                return stream_encode(self.doc_model, texts, prompt, self.batch_size, self.device,
+                                     self._prefetch(pool), pool)
             vecs = getattr(self.model, method)(
                 list(texts),
                 prompt=prompt,
@@ -368,10 +432,11 @@ class Encoder:
             # Longest first: the slowest batches show up early in the ETA, and
             # length-sorted batches carry little padding.
             order = sorted(todo, key=lambda h: -len(texts[todo[h][0]]))
-            if self.streams:  # a GPU needs many batches per call for tokenization to run ahead of it
-                chunk = max(chunk, 16 * self.batch_size)
             unit = "doc" if "document" in desc else "passage"  # the bar shows passages/s (or docs/s)
             with tqdm(total=len(order), desc=desc, unit=unit, disable=not progress, leave=False) as bar:
+                if self.streams:
+                    self._stream_into(out, [texts[todo[h][0]] for h in order], order, todo, bar)
+                    return out
                 for start in range(0, len(order), chunk):
                     hs = order[start : start + chunk]
                     vecs = self._encode([texts[todo[h][0]] for h in hs])
@@ -382,65 +447,230 @@ class Encoder:
                     bar.update(len(hs))
         return out
 
+    def _stream_into(self, out: np.ndarray, uniq: list[str], hashes: list[bytes], todo: dict[bytes, list[int]],
+                     bar: Any) -> None:
+        """The GPU path of :meth:`encode_document`: one pipeline over every missing text, the cache filled beside it.
 
-def _features(st: Any, texts: Sequence[str], prompt: str, pin: bool) -> dict[str, Any]:
-    """Token tensors of ``texts`` (sentence-transformers' own preprocessing), pinned for an async copy to a GPU."""
-    feats = st.preprocess(list(texts), prompt=prompt or None)
-    if pin:
-        feats = {k: v.pin_memory() if hasattr(v, "pin_memory") else v for k, v in feats.items()}
-    return feats
+        Vectors are written to the cache by a thread of their own as batches
+        land (:class:`_CacheWriter`), so the GPU never waits on SQLite; only
+        whole, landed vectors are ever written, and when a batch fails the
+        ones landed before it are kept (a rerun resumes after them).
+        """
+        writer = _CacheWriter(self.cache)
+        try:
+            with self._lock:
+                pool = self.tokenizer_pool()
+                for idx, vecs in stream_batches(self.doc_model, uniq, self.document_prompt, self.batch_size,
+                                                self.device, self._prefetch(pool), pool):
+                    hs = [hashes[i] for i in idx]
+                    for h, v in zip(hs, vecs, strict=True):
+                        out[todo[h]] = v
+                    writer.add(hs, vecs)
+                    bar.update(len(hs))
+        except BaseException:
+            writer.close(check=False)  # keeps what landed; the encoding error is the one reported
+            raise
+        writer.close()
 
 
-def stream_encode(
-    st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH
-) -> np.ndarray:
-    """``texts`` → L2-normalized float32 vectors in input order, tokenization overlapped with the model.
+class _CacheWriter:
+    """Embedding-cache writes off the encoding thread: one writer thread, :data:`CACHE_CHUNK` vectors a transaction."""
 
-    Texts go longest first in batches of ``batch_size`` (little padding);
-    a thread tokenizes up to ``prefetch`` batches ahead while the device
-    runs the current one, and each batch's vectors are copied back only after
-    the next batch was launched, so a GPU never waits on the host for either.
-    The arithmetic is the model's own (sentence-transformers' forward pass,
-    float16 if the model was halved); on a CPU the same code runs, which is
-    how the tests cover it.
+    def __init__(self, cache: EmbeddingCache | None, chunk: int | None = None) -> None:
+        self.cache, self.chunk = cache, chunk or CACHE_CHUNK
+        self._items: list[tuple[bytes, np.ndarray]] = []
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hiera-cache") if cache is not None else None
+        self._writes: list[Any] = []
+
+    def add(self, hashes: list[bytes], vecs: np.ndarray) -> None:
+        if self._pool is None:
+            return
+        self._items.extend(zip(hashes, vecs, strict=True))
+        if len(self._items) >= self.chunk:
+            self._flush()
+        if self._writes and self._writes[0].done():
+            self._writes.pop(0).result()  # a failed write (disk full) surfaces here, not at the end
+
+    def _flush(self) -> None:
+        if self._items and self._pool is not None and self.cache is not None:
+            self._writes.append(self._pool.submit(self.cache.put_many, self._items))
+            self._items = []
+
+    def close(self, check: bool = True) -> None:
+        """Write what is left and wait for every write; ``check``: raise a write's error."""
+        if self._pool is None:
+            return
+        self._flush()
+        self._pool.shutdown(wait=True)
+        for w in self._writes:
+            if check:
+                w.result()
+
+
+def _features(st: Any, texts: Sequence[str], prompt: str) -> dict[str, Any]:
+    """Token tensors of ``texts``: sentence-transformers' own preprocessing (any model, prompts included)."""
+    return st.preprocess(list(texts), prompt=prompt or None)
+
+
+class _Host:
+    """Where a model on the CPU runs: tensors stay put, and a batch's vectors are ready when the forward pass returns."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def to_device(self, feats: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in feats.items()}
+
+    def start_copy(self, emb: Any) -> Any:
+        return emb.numpy()
+
+    def ready(self, handle: Any) -> bool:
+        return True
+
+    def land(self, handle: Any) -> np.ndarray:
+        return handle
+
+
+class _Cuda(_Host):
+    """A GPU fed without waiting: pinned asynchronous copies in, and each batch's vectors out on a stream of their own.
+
+    The copy back waits (on the GPU, through an event) for its batch's forward
+    pass only, into pinned host memory, while the default stream runs the
+    next batches; the host reads a batch's vectors once its copy's event has
+    fired, so neither ``.cpu()`` nor ``.numpy()`` ever blocks the launches.
+    """
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        super().__init__(device)
+        self.copies = torch.cuda.Stream(device=device)
+
+    def to_device(self, feats: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        out = {}
+        for k, v in feats.items():
+            t = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            out[k] = t.pin_memory().to(self.device, non_blocking=True) if hasattr(t, "pin_memory") else t
+        return out
+
+    def start_copy(self, emb: Any) -> Any:
+        import torch
+
+        computed = torch.cuda.Event()
+        computed.record()  # on the default stream, after this batch's forward pass
+        host = torch.empty(emb.shape, dtype=emb.dtype, pin_memory=True)
+        with torch.cuda.stream(self.copies):
+            self.copies.wait_event(computed)
+            host.copy_(emb, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(self.copies)
+        emb.record_stream(self.copies)  # the allocator keeps emb until the copy has read it
+        return host, done
+
+    def ready(self, handle: Any) -> bool:
+        return bool(handle[1].query())
+
+    def land(self, handle: Any) -> np.ndarray:
+        handle[1].synchronize()
+        return handle[0].numpy()
+
+
+class EncodeError(HieraError):
+    """Encoding stopped: a tokenizer worker or the model failed on one batch (named), nothing after it was kept."""
+
+
+def _tokenized(submit: Any, batches: list[list[str]], prefetch: int) -> Iterator[dict[str, Any]]:
+    """Each batch's token tensors, in order, with up to ``prefetch`` batches submitted ahead."""
+    ahead: deque = deque()
+    nxt = 0
+    try:
+        while nxt < len(batches) or ahead:
+            while nxt < len(batches) and len(ahead) < max(1, prefetch):
+                ahead.append(submit(batches[nxt]))
+                nxt += 1
+            b = nxt - len(ahead)
+            try:
+                feats = ahead.popleft().result()
+            except Exception as e:  # noqa: BLE001 - any worker failure is reported once, with its batch
+                raise EncodeError(f"tokenizing batch {b + 1} of {len(batches)} failed: {type(e).__name__}: {e}") from e
+            yield feats
+    finally:
+        for f in ahead:
+            f.cancel()
+
+
+def stream_batches(
+    st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
+    tokenizers: Any = None,
+) -> Iterator[tuple[list[int], np.ndarray]]:
+    """``(positions in texts, their L2-normalized float32 vectors)`` batch by batch, longest texts first.
+
+    Batches are tokenized ahead of the model, ``prefetch`` at a time, by
+    ``tokenizers`` (a :class:`hiera.backends.TokenizerPool`, for a model
+    :class:`hiera.backends.FastTokenizer` reproduces) or else by one thread
+    running sentence-transformers' own preprocessing; they come back in
+    order whichever worker finishes first. On a GPU the inputs go through
+    pinned memory asynchronously, and a batch's vectors are copied back on
+    their own stream (:class:`_Cuda`) and handed out once there, in order,
+    while later batches run. The arithmetic is the model's own
+    (sentence-transformers' forward pass, float16 if the model was halved);
+    on a CPU the same code runs, which is how the tests cover it. A failing
+    batch raises one :class:`EncodeError`; batches after it are never handed out.
     """
     import torch
 
     texts = list(texts)
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-    out: np.ndarray | None = None
-    pin = device == "cuda"
+    if not batches:
+        return
+    side = _Cuda(device) if str(device).startswith("cuda") else _Host(device)
+    own = None
+    if tokenizers is None:
+        own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hiera-tokenize")
 
-    def land(idx: list[int], emb: Any) -> None:
-        nonlocal out
-        vecs = emb.cpu().numpy()
+        def submit(batch: list[str]) -> Any:
+            return own.submit(_features, st, batch, prompt)
+    else:
+        submit = tokenizers.submit
+    flight: deque = deque()  # (batch number, copy handle), in launch order
+    stream = _tokenized(submit, [[texts[i] for i in idx] for idx in batches], prefetch)
+    try:
+        with torch.inference_mode():
+            for b, feats in enumerate(stream):
+                try:
+                    emb = st(side.to_device(feats))["sentence_embedding"]
+                    emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
+                except Exception as e:  # noqa: BLE001 - named with its batch, as a tokenizer's failure is
+                    raise EncodeError(f"encoding batch {b + 1} of {len(batches)} failed: {type(e).__name__}: {e}") from e
+                flight.append((b, side.start_copy(emb)))
+                # hand out what has arrived; never hold more than `prefetch` batches in flight
+                while flight and (len(flight) > max(1, prefetch) or side.ready(flight[0][1])):
+                    done, handle = flight.popleft()
+                    yield batches[done], side.land(handle)
+            while flight:
+                done, handle = flight.popleft()
+                yield batches[done], side.land(handle)
+    finally:
+        stream.close()  # cancels the batches submitted ahead
+        if own is not None:
+            own.shutdown(wait=True, cancel_futures=True)
+
+
+def stream_encode(
+    st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
+    tokenizers: Any = None,
+) -> np.ndarray:
+    """``texts`` → L2-normalized float32 vectors in input order (:func:`stream_batches`, gathered)."""
+    out: np.ndarray | None = None
+    for idx, vecs in stream_batches(st, texts, prompt, batch_size, device, prefetch, tokenizers):
         if out is None:
             out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
         out[idx] = vecs
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hiera-tokenize") as pool, \
-            torch.inference_mode():
-        ahead: deque = deque()
-        nxt = 0
-        for _ in range(min(prefetch, len(batches))):
-            ahead.append(pool.submit(_features, st, [texts[i] for i in batches[nxt]], prompt, pin))
-            nxt += 1
-        pending: tuple[list[int], Any] | None = None
-        b = 0
-        while ahead:
-            feats = ahead.popleft().result()
-            if nxt < len(batches):
-                ahead.append(pool.submit(_features, st, [texts[i] for i in batches[nxt]], prompt, pin))
-                nxt += 1
-            feats = {k: v.to(device, non_blocking=True) if hasattr(v, "to") else v for k, v in feats.items()}
-            emb = torch.nn.functional.normalize(st(feats)["sentence_embedding"].float(), p=2, dim=1)
-            if pending is not None:
-                land(*pending)
-            pending = (batches[b], emb)
-            b += 1
-        if pending is not None:
-            land(*pending)
     if out is None:
         return np.zeros((0, 0), dtype=np.float32)
     return out

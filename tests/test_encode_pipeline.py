@@ -1,0 +1,177 @@
+"""The streaming encoder (the GPU path) on a CPU: order, batches, tokenizer workers, failures and the cache.
+
+Every CUDA-specific step of :func:`hiera.encode.stream_batches` (pinned
+copies, the copy-back stream) sits behind one small class; everything else —
+length-sorted batches, tokenizer workers fed in order, a failing batch, the
+cache filled beside the model — runs here on the CPU with the real model.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hiera import encode as encode_mod
+from hiera.backends import FastTokenizer, TokenizerPool
+from hiera.encode import EncodeError, Encoder, stream_batches, stream_encode, text_hash
+from hiera.models import cuda_available
+
+TEXTS = [
+    "Volcanoes erupt when the pressure of dissolved gases in the magma chamber becomes too great.",
+    "Chess is a board game for two players on a checkered board of sixty-four squares.",
+    "Jazz originated in New Orleans in the late nineteenth century, rooted in blues and ragtime.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose. " * 6,
+    "Short.",
+    "The Treaty of Westphalia ended the Thirty Years' War in 1648.",
+    "",
+    "A glacier is a persistent body of dense ice that is constantly moving under its own weight. " * 40,  # truncated
+    "Mount Everest is Earth's highest mountain above sea level.",
+    "[PAD] is a token [SEP] written in the text itself.",
+]
+
+
+class FailingTokenizer:
+    """A real tokenizer that fails on one marked text: a worker that raises (picklable, for worker processes)."""
+
+    def __init__(self, inner: FastTokenizer, marker: str) -> None:
+        self.inner, self.marker = inner, marker
+
+    def copy(self) -> FailingTokenizer:
+        return FailingTokenizer(self.inner.copy(), self.marker)
+
+    def __call__(self, texts: list[str]) -> dict[str, np.ndarray]:
+        if self.marker in texts:
+            raise ValueError("this worker cannot tokenize that")
+        return self.inner(texts)
+
+
+@pytest.fixture(scope="module")
+def enc(tmp_path_factory: pytest.TempPathFactory) -> Encoder:
+    return Encoder(backend="torch", device="cpu", cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def reference(enc: Encoder) -> np.ndarray:
+    """sentence-transformers' own vectors of TEXTS, in order."""
+    return enc.model.encode(TEXTS, normalize_embeddings=True, batch_size=4)
+
+
+@pytest.fixture(scope="module")
+def fast(enc: Encoder) -> FastTokenizer:
+    tok = FastTokenizer.load(enc.path)
+    assert tok is not None
+    return tok
+
+
+def test_fast_tokenizer_pads_as_sentence_transformers_does(enc: Encoder, fast: FastTokenizer) -> None:
+    """Padding in numpy (no Python int per mask or type id) gives sentence-transformers' tensors, copies too."""
+    for batch in (TEXTS, TEXTS[4:7], [""], TEXTS[7:8]):
+        theirs = enc.model.preprocess(batch)
+        for tok in (fast, fast.copy(), pickle.loads(pickle.dumps(fast))):
+            ours = tok(batch)
+            assert set(ours) == {k for k in theirs if hasattr(theirs[k], "shape")}
+            for k, v in ours.items():
+                assert v.dtype == np.int64
+                np.testing.assert_array_equal(v, theirs[k].numpy(), err_msg=k)
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_workers_hand_batches_back_in_order(enc: Encoder, fast: FastTokenizer, reference: np.ndarray,
+                                            kind: str) -> None:
+    """Two workers, batches of 3 over 10 texts (the last one partial): every vector in its text's row."""
+    with TokenizerPool(fast, 2, kind) as pool:
+        got = stream_encode(enc.model, TEXTS, "", 3, "cpu", prefetch=4, tokenizers=pool)
+        np.testing.assert_allclose(got, reference, atol=2e-6)
+        seen: list[int] = []
+        sizes = []
+        for idx, vecs in stream_batches(enc.model, TEXTS, "", 3, "cpu", 2, pool):
+            seen += idx
+            sizes.append(len(idx))
+            np.testing.assert_allclose(vecs, reference[idx], atol=2e-6)
+    assert sorted(seen) == list(range(len(TEXTS))) and sizes == [3, 3, 3, 1]
+    lengths = [len(TEXTS[i]) for i in seen]
+    assert lengths == sorted(lengths, reverse=True)  # longest first: little padding
+
+
+def test_empty_input_encodes_nothing(enc: Encoder, fast: FastTokenizer) -> None:
+    with TokenizerPool(fast, 2) as pool:
+        assert list(stream_batches(enc.model, [], "", 4, "cpu", 2, pool)) == []
+        assert stream_encode(enc.model, [], "", 4, "cpu", tokenizers=pool).shape[0] == 0
+    half = Encoder(backend="torch", device="cpu", precision="float16", use_cache=False)
+    assert half.encode_document([]).shape == (0, half.dim)
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_a_worker_that_raises_is_one_clear_error(enc: Encoder, fast: FastTokenizer, kind: str) -> None:
+    marker = TEXTS[5]
+    with TokenizerPool(FailingTokenizer(fast, marker), 2, kind) as pool:  # type: ignore[arg-type]
+        with pytest.raises(EncodeError, match=r"tokenizing batch \d of 4 failed: ValueError: this worker cannot"):
+            stream_encode(enc.model, TEXTS, "", 3, "cpu", prefetch=4, tokenizers=pool)
+        # the pool is still usable: the failure ended one call, not the workers
+        ok = [t for t in TEXTS if t != marker]
+        assert stream_encode(enc.model, ok, "", 3, "cpu", tokenizers=pool).shape == (len(ok), enc.dim)
+
+
+def test_a_failing_batch_caches_only_whole_landed_vectors(tmp_path: Path, fast: FastTokenizer, reference: np.ndarray,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU path of encode_document (float16 here): an error mid-way leaves the landed vectors, and only those."""
+    monkeypatch.setattr(encode_mod, "CACHE_CHUNK", 2)
+    half = Encoder(backend="torch", device="cpu", precision="float16", batch_size=2, cache_dir=tmp_path)
+    texts = TEXTS[:7] + TEXTS[8:]  # distinct texts
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    marker = texts[order[6]]  # the fourth batch of two fails
+    half._pool = TokenizerPool(FailingTokenizer(fast, marker), 2)  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="tokenizing batch 4 of 5 failed"):
+        half.encode_document(texts)
+    assert half.cache is not None
+    stored = half.cache.get_many([text_hash(t) for t in texts])
+    landed = {text_hash(texts[i]) for i in order[:6]}
+    assert set(stored) == landed  # the three batches before the failure, nothing after
+    half._pool.close()
+    half._pool = None
+    clean = Encoder(backend="torch", device="cpu", precision="float16", batch_size=2, use_cache=False)
+    full = clean.encode_document(texts)
+    for i, t in enumerate(texts):
+        if text_hash(t) in stored:
+            np.testing.assert_array_equal(stored[text_hash(t)], full[i])  # whole vectors, the real ones
+    again = half.encode_document(texts)  # the rerun encodes the rest and serves the landed ones
+    np.testing.assert_allclose(again, full, atol=1e-6)
+    assert len(half.cache) == len(texts)
+    ref = reference[[TEXTS.index(t) for t in texts]]
+    assert (again * ref).sum(axis=1).min() >= 0.9999  # float16 vectors: torch float32's within cosine 0.9999
+
+
+def test_queries_run_in_float32_whatever_the_documents_precision(enc: Encoder, tmp_path: Path) -> None:
+    half = Encoder(backend="torch", device="cpu", precision="float16", cache_dir=tmp_path)
+    q = "Where did jazz originate?"
+    np.testing.assert_array_equal(half.encode_query(q), enc.encode_query(q))
+    np.testing.assert_array_equal(half.encode_query([q, "chess"]), enc.encode_query([q, "chess"]))
+    assert not np.array_equal(half.encode_document(TEXTS[:2]), enc.encode_document(TEXTS[:2]))  # float16 documents
+    import torch
+
+    assert next(half.model.parameters()).dtype == torch.float32
+    assert next(half.doc_model.parameters()).dtype == torch.float16
+
+
+def test_the_encoder_streams_through_its_tokenizer_workers(tmp_path: Path, reference: np.ndarray) -> None:
+    """Encoder on the streaming path with two worker threads: sentence-transformers' order and cosine ≥ 0.9999."""
+    half = Encoder(backend="torch", device="cpu", precision="float16", batch_size=4, tokenize_workers=2,
+                   cache_dir=tmp_path)
+    got = half.encode_document(TEXTS)
+    pool: Any = half.tokenizer_pool()
+    assert pool is not None and pool.workers == 2 and pool.kind == "thread"
+    cos = (got * reference).sum(axis=1)
+    assert cos.min() >= 0.9999, cos
+    assert (np.argmax(got @ reference.T, axis=1) == np.arange(len(TEXTS))).all()  # each vector in its own row
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device: GPU tests run on a lent GPU machine only")
+def test_cuda_stream_equals_the_cpu_order_and_vectors(enc: Encoder, reference: np.ndarray, tmp_path: Path) -> None:
+    gpu = Encoder(backend="torch", device="cuda", cache_dir=tmp_path, batch_size=3, tokenize_workers=2)
+    got = gpu.encode_document(TEXTS)
+    assert (got * reference).sum(axis=1).min() >= 0.999
+    np.testing.assert_allclose(gpu.encode_query("what erupts?"), enc.encode_query("what erupts?"), atol=1e-5)
