@@ -20,7 +20,8 @@ carried defaults). :func:`hiera.builds.build_collection` picks the writer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -286,23 +287,30 @@ def _build_into(
             opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
             device=opts.device,
         )
-        pvecs = _vectors(
-            p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"
-        )
-        save_matrix(out / "dense" / "passages.f16.npy", pvecs)
-        save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow, p_enc), out / "dense" / "passages.faiss")
+        with _step(log, "encode passages", len(prow), "passages"):
+            pvecs = _vectors(
+                p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"
+            )
+        with _step(log, f"index passages ({opts.passage_factory})", len(prow), "vectors"):
+            save_matrix(out / "dense" / "passages.f16.npy", pvecs)
+            save_faiss(_faiss_for(pvecs, opts.passage_factory, previous_dir, previous, "passage", prow, p_enc),
+                       out / "dense" / "passages.faiss")
         del passage_texts
         corpus.passage_texts = []
-        dvecs = _vectors(
-            d_enc, corpus.summaries, doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
-        )
-        save_matrix(out / "dense" / "docs.f16.npy", dvecs)
-        save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc), out / "dense" / "docs.faiss")
-        # Passage-aggregate document vectors (issue 7): the normalized mean of a
-        # document's passage vectors, free once passages are encoded.
-        mean = mean_vectors(pvecs, offsets).astype(np.float16)
-        save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
-        save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
+        with _step(log, "encode documents", len(doc_rows), "documents"):
+            dvecs = _vectors(
+                d_enc, corpus.summaries, doc_rows, previous_dir, previous, "doc", opts.progress, "encode documents"
+            )
+        with _step(log, f"index documents ({opts.doc_factory}, summaries and passage means)", len(doc_rows),
+                   "documents"):
+            save_matrix(out / "dense" / "docs.f16.npy", dvecs)
+            save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc),
+                       out / "dense" / "docs.faiss")
+            # Passage-aggregate document vectors (issue 7): the normalized mean of a
+            # document's passage vectors, free once passages are encoded.
+            mean = mean_vectors(pvecs, offsets).astype(np.float16)
+            save_matrix(out / "dense" / "docs-mean.f16.npy", mean)
+            save_faiss(build_faiss(mean, opts.doc_factory), out / "dense" / "docs-mean.faiss")
         manifest.models = {"passage": p_enc.info.to_dict(), "doc": d_enc.info.to_dict()}
         manifest.faiss = {"passage": opts.passage_factory, "doc": opts.doc_factory}
         log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
@@ -313,6 +321,15 @@ def _build_into(
         log(f"names: {manifest.names['rows']} names of {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     manifest.write(out)
     return manifest
+
+
+@contextmanager
+def _step(log: Callable[[str], None], what: str, n: int, unit: str) -> Iterator[None]:
+    """Log one step of a build with its time and rate: ``what: N unit in S s (R unit/s)`` (bench.gpu_encode reads it)."""
+    t = time.perf_counter()
+    yield
+    dt = time.perf_counter() - t
+    log(f"{what}: {n:,} {unit} in {dt:.1f}s ({n / max(dt, 1e-9):,.0f} {unit}/s)")
 
 
 def _vectors(
