@@ -316,3 +316,21 @@ def test_shipped_claims_quote_their_readme_and_hold_on_the_expected_values(monke
         assert len(figures_of(expression(c))) >= 2, c["id"]
         value = value_of(expression(c), expected)
         assert holds(c, value), f"{c['id']}: {value} is not {bound_text(c)}"
+
+
+def test_rows_of_another_device_are_compared_only_on_that_device(tmp_path: Path) -> None:
+    """A GPU figure is never re-run or compared on the CPU machine, nor is a claim that reads it; ``--device`` NAME
+    compares exactly the rows recorded there."""
+    spec = _claims_spec(tmp_path, {"cpu_row": 0.5, "gpu_row": 0.9},
+                        [{"id": "c/gpu-over-cpu", "difference": ["gpu_row", "cpu_row"], "more_than": 0}])
+    data = yaml.safe_load(spec.read_text())
+    data["figures"][1]["device"] = "nvidia-h100"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    (tmp_path / "results.json").write_text(json.dumps({"cpu_row": 0.5}))  # the GPU's JSON is not on this machine
+    r = _run(spec, "--no-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gpu_row" not in r.stdout and "c/gpu-over-cpu" not in r.stdout and "1 ok, 0 drifted" in r.stdout
+    (tmp_path / "results.json").write_text(json.dumps({"gpu_row": 0.9}))
+    r = _run(spec, "--no-run", "--device", "nvidia-h100")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cpu_row" not in r.stdout and "gpu_row" in r.stdout
