@@ -21,7 +21,7 @@ import numpy as np
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.io import loads_json
-from hiera.models import check_weights, offline, quiet_transformers, resolve_device
+from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers, resolve_device
 from hiera.results import Hit
 from hiera.schema import RERANKER_META, SchemaError, validate
 
@@ -36,7 +36,6 @@ class Reranker:
         self, model: str | Path, *, batch_size: int = 32, trust_pickle: bool | None = None, device: str | None = "auto"
     ) -> None:
         """``device``: ``auto`` (a GPU when torch sees one), ``cpu`` or ``cuda``; on a GPU it runs in float16."""
-        offline()
         self.device = resolve_device(device)
         self.path = resolve_model_path(model)
         check_weights(self.path, trust_pickle)
@@ -58,7 +57,7 @@ class Reranker:
 
         try:
             with quiet_transformers():
-                self.model = CrossEncoder(str(self.path), device=self.device)
+                self.model = CrossEncoder(str(self.path), device=self.device, **LOCAL_ONLY)
             if self.device == "cuda":
                 self.model.half()
         except Exception as e:

@@ -1,27 +1,28 @@
-"""Loading Hugging Face models the way hiera needs them: offline, and without library chatter.
+"""Loading Hugging Face models the way hiera needs them: from local files only, and without library chatter.
 
 Encoders, rerankers and trainers all load local model directories; none of
-them may reach for the network (hiera never downloads weights), and a load
-must not change how ``transformers`` logs for the rest of the process.
+them may reach for the network (hiera never downloads weights). Each load
+says so itself (:data:`LOCAL_ONLY`) rather than through ``HF_HUB_OFFLINE``:
+an environment variable would also cut off the Hub for the application that
+imported hiera (a LangChain or LlamaIndex program loading its own models). A
+load must not change how ``transformers`` logs for the rest of the process
+either.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 
 from hiera.errors import BadInputError, HieraError
 
-
-def offline() -> None:
-    """Keep the Hugging Face libraries off the network; an explicit setting in the environment wins."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("WANDB_DISABLED", "true")
+# Passed to every ``from_pretrained`` and sentence-transformers constructor hiera calls: the load reads
+# the local directory and never asks the Hub (trainers report to nothing: ``report_to="none"``).
+LOCAL_ONLY: Mapping[str, bool] = MappingProxyType({"local_files_only": True})
 
 
 def passive_threads() -> dict[str, str]:

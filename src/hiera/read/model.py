@@ -89,7 +89,9 @@ def new_reader_model(base: Path) -> Any:
     """A reader with ``base``'s encoder and fresh heads (training starts here)."""
     from transformers import AutoModel
 
-    return _torch_module()(AutoModel.from_pretrained(str(base)))
+    from hiera.models import LOCAL_ONLY
+
+    return _torch_module()(AutoModel.from_pretrained(str(base), **LOCAL_ONLY))
 
 
 def save_reader(model: Any, tokenizer: Any, out: Path, meta: dict[str, Any]) -> None:
@@ -145,18 +147,17 @@ def load_reader_model(path: Path) -> tuple[Any, Any, dict[str, Any]]:
     from safetensors.torch import load_file
     from transformers import AutoModel, AutoTokenizer
 
-    from hiera.models import check_weights, offline, quiet_transformers
+    from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 
     path = Path(path)
     meta = read_meta(path)
-    offline()
     check_weights(path)
     if not (path / HEADS_FILE).is_file():
         raise HieraError(f"{path}: the reader's heads ({HEADS_FILE}) are missing")
     with quiet_transformers():
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True)
-            encoder = AutoModel.from_pretrained(str(path))
+            tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True, **LOCAL_ONLY)
+            encoder = AutoModel.from_pretrained(str(path), **LOCAL_ONLY)
         except (OSError, ValueError) as e:
             raise HieraError(f"{path}: cannot load the reader's encoder or tokenizer ({e})") from None
     cfg = encoder.config

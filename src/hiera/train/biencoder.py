@@ -34,7 +34,7 @@ from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
-from hiera.models import check_weights, offline, quiet_transformers
+from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
     device_report,
@@ -91,7 +91,6 @@ def fit(
     rows: dict[str, list[str]], args: TrainArgs, run_dir: Path, dest: Path, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Train from ``args.base_model`` on ``rows``; checkpoints in ``run_dir``; the model goes to ``dest``."""
-    offline()
     import datasets
     import transformers
     from sentence_transformers import (
@@ -107,11 +106,11 @@ def fit(
             "fewer than 2 training examples survived; give more questions or a larger collection"
         )
     transformers.set_seed(args.seed)
-    card = SentenceTransformerModelCardData(generate_widget_examples=False)
+    card = SentenceTransformerModelCardData(generate_widget_examples=False, **LOCAL_ONLY)  # no Hub look-ups for the card
     with quiet_transformers():
         base = resolve_model_path(args.base_model)
         check_weights(base)
-        model = SentenceTransformer(str(base), device=train_device(args), model_card_data=card)
+        model = SentenceTransformer(str(base), device=train_device(args), model_card_data=card, **LOCAL_ONLY)
     if args.max_seq_length:
         model.max_seq_length = args.max_seq_length
     loss = MultipleNegativesRankingLoss(model, scale=args.scale)

@@ -65,7 +65,6 @@ from tqdm import tqdm
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
-from hiera.models import offline
 from hiera.sets.classifier import document_input
 from hiera.sets.expr import And, Atom, Diff, Expr, Or, atoms
 from hiera.sets.parser import SetParser, get_parser
@@ -331,7 +330,6 @@ def train_classifier(
 ) -> dict[str, Any]:
     """``hiera train-classifier``: units and labels, balanced pairs, BCE training, publish ``out``."""
     args.check()
-    offline()
     require_training_libs()
     t0 = time.perf_counter()
     if not queries:

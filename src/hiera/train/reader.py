@@ -34,7 +34,7 @@ from hiera.collection import Collection
 from hiera.encode import model_fingerprint, resolve_model_path
 from hiera.errors import HieraError
 from hiera.eval.questions import Question
-from hiera.models import check_weights, offline, quiet_transformers
+from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.read.features import make_windows, token_span
 from hiera.read.model import new_reader_model, save_reader
 from hiera.train import negatives as neg
@@ -180,7 +180,6 @@ def train_reader(
 ) -> dict[str, Any]:
     """Groups, training, atomic publish of ``out``; returns the metadata written beside the weights."""
     args.check()
-    offline()
     require_training_libs()
     import datasets
     import transformers
@@ -196,7 +195,7 @@ def train_reader(
     check_weights(base)
     transformers.set_seed(args.seed)
     with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True, **LOCAL_ONLY)
         model = new_reader_model(base)
     if not getattr(tokenizer, "is_fast", False):
         raise HieraError(f"{base}: the reader needs a fast tokenizer (character offsets)")

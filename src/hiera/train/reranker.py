@@ -30,7 +30,7 @@ from hiera.encode import resolve_model_path
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.io import write_json_atomic
-from hiera.models import check_weights, offline, quiet_transformers
+from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
@@ -221,7 +221,6 @@ def recalibrate_reranker(
     from hiera.io import loads_json
 
     args.check()
-    offline()
     out = Path(out)
     meta_path = out / META_FILE
     if not meta_path.is_file():
@@ -243,7 +242,6 @@ def train_reranker(
 ) -> dict[str, Any]:
     """``hiera train-reranker``: pairs, BCE training, threshold calibration, publish ``out``."""
     args.check()
-    offline()
     require_training_libs()
     t0 = time.perf_counter()
     col = open_collection(index)
@@ -306,7 +304,7 @@ def fit_cross_encoder(
     with quiet_transformers():  # a fresh one-logit head: "newly initialized weights" is expected
         base = resolve_model_path(args.base_model)
         check_weights(base)
-        model = CrossEncoder(str(base), num_labels=1, max_length=args.max_length, device=train_device(args))
+        model = CrossEncoder(str(base), num_labels=1, max_length=args.max_length, device=train_device(args), **LOCAL_ONLY)
     work = out.with_name(out.name + ".work")
     dataset = datasets.Dataset.from_dict(
         {"query": [a for a, _ in train_pairs], "passage": [b for _, b in train_pairs], "label": list(train_labels)}
