@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from readdata import RULES
 
@@ -119,3 +120,36 @@ def test_a_subset_of_a_reading_decodes_like_reading_it_alone(reader: Reader, squ
         from_union = reader.decode(union.subset(chosen))
         assert [(a.text, a.passage, a.start) for a in from_union] == [(a.text, a.passage, a.start) for a in alone]
         assert [a.score for a in from_union] == pytest.approx([a.score for a in alone], abs=1e-4)
+
+
+def test_many_questions_read_in_shared_batches_as_one_at_a_time(reader: Reader, squad_tiny):
+    root, qfile = squad_tiny
+    store = open_collection(root).store
+    questions = load_squad(qfile, rules=RULES)[:3]
+    passages = [(p.title(), p.text) for _, p in store.iter_passages()]
+    items = [(q.text, passages[i : i + 3]) for i, q in enumerate(questions)] + [("who?", [])]
+    many = reader.logits_many(items)
+    assert len(many) == len(items) and len(many[-1].windows) == 0
+    for (q, ps), lg in zip(items, many, strict=True):
+        one = reader.logits(q, ps)
+        assert lg.texts == one.texts
+        assert np.array_equal(lg.windows.passage, one.windows.passage)
+        real = one.windows.attention_mask.astype(bool)  # padding logits depend on the batch's longest window
+        assert np.allclose(lg.start[real], one.start[real], atol=1e-3) and np.allclose(lg.select, one.select, atol=1e-3)
+        assert [a.text for a in reader.decode(lg)] == [a.text for a in reader.decode(one)]
+    # windows made once can be handed back (a benchmark judging several readers tokenizes once)
+    again = reader.logits_many(items, [reader.windows(q, ps) for q, ps in items])
+    assert all(np.array_equal(a.start, b.start) for a, b in zip(many, again, strict=True))
+    with pytest.raises(BadInputError, match="windows for"):
+        reader.logits_many(items, [])
+
+
+def test_a_model_in_memory_reads_as_its_saved_directory(tiny_reader: Path):
+    from hiera.read.model import load_reader_model
+
+    model, tok, meta = load_reader_model(tiny_reader)
+    mem = Reader.from_model(model, tok, {"max_length": meta["max_length"], "stride": meta["stride"]}, device="cpu")
+    disk = Reader(tiny_reader, device="cpu")
+    q, ps = "Where is it?", [("Notre Dame", "The university is in Notre Dame, Indiana, near South Bend.")]
+    assert np.allclose(mem.logits(q, ps).start, disk.logits(q, ps).start, atol=1e-5)
+    assert mem.name == "in-memory" and mem.params()["reader"] == "in-memory"

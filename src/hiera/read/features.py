@@ -87,6 +87,18 @@ def make_windows(
     return Windows(ids, mask, types, owner, context, cs, ce)
 
 
+def concat_windows(wins: Sequence[Windows]) -> Windows:
+    """Windows of several batches stacked (all of one ``max_length``); ``passage`` keeps each batch's own numbering."""
+    typed = [w for w in wins if len(w)]  # an empty batch has no segment ids to disagree with
+    types = None if any(w.token_type_ids is None for w in typed) else np.concatenate(
+        [w.token_type_ids for w in typed] or [np.zeros_like(wins[0].input_ids)])
+    return Windows(
+        np.concatenate([w.input_ids for w in wins]), np.concatenate([w.attention_mask for w in wins]), types,
+        np.concatenate([w.passage for w in wins]), np.concatenate([w.context for w in wins]),
+        np.concatenate([w.char_start for w in wins]), np.concatenate([w.char_end for w in wins]),
+    )
+
+
 def _empty(max_length: int) -> Windows:
     z = np.zeros((0, max_length), dtype=np.int64)
     return Windows(z, z.copy(), None, np.zeros(0, dtype=np.int64), z.astype(bool), z.copy(), z.copy())

@@ -19,7 +19,7 @@ import numpy as np
 from hiera.errors import BadInputError
 from hiera.models import resolve_device
 from hiera.read.decode import Answer, merge, window_candidates
-from hiera.read.features import Windows, make_windows
+from hiera.read.features import Windows, concat_windows, make_windows
 from hiera.read.model import load_reader_model
 from hiera.spec import MethodSpec, reader_spec
 
@@ -75,13 +75,33 @@ class Reader:
         """``device``: ``auto`` (a GPU when torch sees one), ``cpu`` or ``cuda``; on a GPU the reader runs in float16."""
         if batch_size < 1:
             raise BadInputError("batch_size must be positive")
-        self.path = Path(path)
-        self.model, self.tokenizer, self.meta = load_reader_model(self.path)
+        model, tokenizer, meta = load_reader_model(Path(path))
+        self._setup(Path(path), model, tokenizer, meta, batch_size, device, defaults)
+
+    def _setup(self, path: Path, model: Any, tokenizer: Any, meta: dict[str, Any], batch_size: int,
+               device: str | None, defaults: dict[str, Any]) -> None:
+        self.path = path
+        self.model, self.tokenizer, self.meta = model, tokenizer, meta
         self.device = resolve_device(device)
         if self.device == "cuda":
             self.model.half().to(self.device)
         self.batch_size = batch_size
         self.defaults = {**self.spec.defaults(), **self.spec.check(defaults), "reader": str(self.path)}
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, meta: dict[str, Any], name: str = "in-memory",
+                   batch_size: int = 32, device: str | None = "auto", **defaults: Any) -> Reader:
+        """A reader over a model still in memory (a benchmark judging what it just trained, before saving it).
+
+        ``meta`` needs the window ``max_length`` and ``stride``; on a GPU the
+        model is converted to float16 in place, as a loaded reader is.
+        """
+        if batch_size < 1:
+            raise BadInputError("batch_size must be positive")
+        self = cls.__new__(cls)
+        model.eval()
+        self._setup(Path(name), model, tokenizer, meta, batch_size, device, defaults)
+        return self
 
     @property
     def name(self) -> str:
@@ -92,10 +112,46 @@ class Reader:
 
     def logits(self, question: str, passages: Sequence[tuple[str, str]]) -> WindowLogits:
         """Every window of every passage through the model, in batches trimmed to their longest window."""
-        import torch
-
         t = time.perf_counter()
         win = make_windows(self.tokenizer, question, passages, self.meta["max_length"], self.meta["stride"])
+        start, end, select = self._run(win)
+        texts = [x for _, x in passages]
+        return WindowLogits(win, texts, start, end, select, (time.perf_counter() - t) * 1000.0)
+
+    def windows(self, question: str, passages: Sequence[tuple[str, str]]) -> Windows:
+        """The model windows of ``passages`` for ``question`` (what :meth:`logits` reads)."""
+        return make_windows(self.tokenizer, question, passages, self.meta["max_length"], self.meta["stride"])
+
+    def logits_many(self, items: Sequence[tuple[str, Sequence[tuple[str, str]]]],
+                    windows: Sequence[Windows] | None = None) -> list[WindowLogits]:
+        """:meth:`logits` of many ``(question, passages)`` at once: windows of all questions share batches.
+
+        The same logits as one question at a time (a window's logits do not
+        depend on its batch-mates beyond float rounding), far fewer model
+        calls when each question has few windows (reading comprehension on a
+        GPU). ``ms`` of each result is the whole call's time. ``windows``:
+        the items' :meth:`windows` when already made (several readers of one
+        window length judged on the same questions tokenize once).
+        """
+        t = time.perf_counter()
+        wins = list(windows) if windows is not None else [self.windows(q, ps) for q, ps in items]
+        if len(wins) != len(items):
+            raise BadInputError(f"{len(wins)} windows for {len(items)} questions")
+        if not wins:
+            return []
+        allwin = concat_windows(wins)
+        start, end, select = self._run(allwin)
+        ms = (time.perf_counter() - t) * 1000.0
+        out, at = [], 0
+        for (_, ps), win in zip(items, wins, strict=True):
+            n = len(win)
+            out.append(WindowLogits(win, [x for _, x in ps], start[at : at + n], end[at : at + n], select[at : at + n], ms))
+            at += n
+        return out
+
+    def _run(self, win: Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import torch
+
         n, length = win.input_ids.shape
         start = np.full((n, length), -1e4, dtype=np.float32)
         end = np.full((n, length), -1e4, dtype=np.float32)
@@ -116,8 +172,7 @@ class Reader:
                 start[rows, :m] = out["start_logits"].float().cpu().numpy()
                 end[rows, :m] = out["end_logits"].float().cpu().numpy()
                 select[rows] = out["select_logits"].float().cpu().numpy()
-        texts = [x for _, x in passages]
-        return WindowLogits(win, texts, start, end, select, (time.perf_counter() - t) * 1000.0)
+        return start, end, select
 
     def decode(self, lg: WindowLogits, upto: int | None = None, **given: Any) -> list[Answer]:
         """Answers from the windows of the first ``upto`` passages (all by default), merged and ranked."""

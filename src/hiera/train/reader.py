@@ -171,6 +171,49 @@ def collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def base_reader(args: ReaderArgs) -> tuple[Any, Any]:
+    """(tokenizer, fresh reader model) from ``args.base_model``, its word embeddings frozen when ``args`` says so."""
+    from transformers import AutoTokenizer
+
+    base = resolve_model_path(args.base_model)
+    check_weights(base)
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True, **LOCAL_ONLY)
+        model = new_reader_model(base)
+    if not getattr(tokenizer, "is_fast", False):
+        raise HieraError(f"{base}: the reader needs a fast tokenizer (character offsets)")
+    if args.freeze_embeddings:
+        model.encoder.get_input_embeddings().weight.requires_grad_(False)
+    return tokenizer, model
+
+
+@dataclass
+class FitResult:
+    trainer: Any
+    result: Any
+    seconds: float
+    callbacks: list[Any]
+
+
+def fit_reader(model: Any, groups: Sequence[dict[str, Any]], args: ReaderArgs, work: Path,
+               resume: str | None = None) -> FitResult:
+    """Train ``model`` on prepared groups with ``args``' recipe (the one loop ``train_reader`` and benchmarks share)."""
+    from transformers import Trainer, TrainingArguments
+
+    targs = TrainingArguments(
+        **training_kwargs(args, work / "checkpoints"),
+        remove_unused_columns=False,
+        label_names=["start_positions", "end_positions"],
+    )
+    callbacks = time_budget_callback(args.max_minutes)
+    trainer = Trainer(model=model, args=targs, train_dataset=_Groups(list(groups)), data_collator=collate,
+                      callbacks=callbacks)
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
+        result = trainer.train(resume_from_checkpoint=resume)
+    return FitResult(trainer, result, time.perf_counter() - t, callbacks)
+
+
 def train_reader(
     index: str | Path,
     questions: Sequence[Question],
@@ -183,7 +226,6 @@ def train_reader(
     require_training_libs()
     import datasets
     import transformers
-    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     datasets.disable_progress_bars()
     t0 = time.perf_counter()
@@ -192,15 +234,8 @@ def train_reader(
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)
     base = resolve_model_path(args.base_model)
-    check_weights(base)
     transformers.set_seed(args.seed)
-    with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True, **LOCAL_ONLY)
-        model = new_reader_model(base)
-    if not getattr(tokenizer, "is_fast", False):
-        raise HieraError(f"{base}: the reader needs a fast tokenizer (character offsets)")
-    if args.freeze_embeddings:
-        model.encoder.get_input_embeddings().weight.requires_grad_(False)
+    tokenizer, model = base_reader(args)
     groups, rep = reader_groups(col, pool, tokenizer, qs, args, args.progress)
     if len(groups) < 2:
         raise HieraError(f"only {len(groups)} usable training questions (answers not found in the collection's passages)")
@@ -210,21 +245,11 @@ def train_reader(
         f"{args.negatives} negatives each"
     )
     work = out.with_name(out.name + ".work")
-    targs = TrainingArguments(
-        **training_kwargs(args, work / "checkpoints"),
-        remove_unused_columns=False,
-        label_names=["start_positions", "end_positions"],
-    )
-    callbacks = time_budget_callback(args.max_minutes)
-    trainer = Trainer(model=model, args=targs, train_dataset=_Groups(groups), data_collator=collate, callbacks=callbacks)
     key = run_key(args.to_dict(), col.store.version, questions_digest(qs), len(groups))
     resume = resume_point(work / "checkpoints", key, log)
     if resume:
         log(f"resuming from {resume}")
-    t = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
-        result = trainer.train(resume_from_checkpoint=resume)
-    train_seconds = time.perf_counter() - t
+    fit = fit_reader(model, groups, args, work, resume)
     meta = {
         "max_length": args.max_length,
         "stride": args.stride,
@@ -232,7 +257,7 @@ def train_reader(
         "base_model": {"name": str(args.base_model), "fingerprint": model_fingerprint(base)},
         "collection": str(col.root),
         "examples": vars(rep),
-        "train": run_report(trainer, result, train_seconds, callbacks, resume, train_device(args)),
+        "train": run_report(fit.trainer, fit.result, fit.seconds, fit.callbacks, resume, train_device(args)),
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
@@ -242,7 +267,7 @@ def train_reader(
     model.eval()
     save_reader(model, tokenizer, tmp, meta)
     publish(tmp, out)
-    log(f"reader: {meta['train']['steps']} steps in {train_seconds:.0f}s (loss {meta['train']['train_loss']:.3f}) → {out}")
+    log(f"reader: {meta['train']['steps']} steps in {fit.seconds:.0f}s (loss {meta['train']['train_loss']:.3f}) → {out}")
     return meta
 
 
