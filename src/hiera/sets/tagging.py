@@ -35,6 +35,7 @@ is used; nothing is downloaded.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -162,19 +163,29 @@ def _spacy_pipeline() -> Any | None:
 
 
 _SPACY: dict[str, Any] = {}
+# The server parses queries in several threads: the pipeline loads once, and one query is tagged at a time
+# (a spaCy pipeline is not documented as safe to call from two threads; a tagging takes about a millisecond).
+_SPACY_LOCK = threading.Lock()
+
+
+def _pipeline() -> Any | None:
+    with _SPACY_LOCK:
+        if "nlp" not in _SPACY:
+            _SPACY["nlp"] = _spacy_pipeline()
+        return _SPACY["nlp"]
 
 
 def spacy_available() -> bool:
-    if "nlp" not in _SPACY:
-        _SPACY["nlp"] = _spacy_pipeline()
-    return _SPACY["nlp"] is not None
+    return _pipeline() is not None
 
 
 def spacy_tags(query: str, toks: list[Tok]) -> dict[int, Tag]:
     """Coarse tags of lowercase tokens from spaCy's fine-grained tags."""
-    if not spacy_available():
+    nlp = _pipeline()
+    if nlp is None:
         return {}
-    doc = _SPACY["nlp"](query)
+    with _SPACY_LOCK:
+        doc = nlp(query)
     by_start = {t.idx: t.tag_ for t in doc}
     out: dict[int, Tag] = {}
     for i, t in enumerate(toks):
