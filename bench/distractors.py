@@ -127,16 +127,47 @@ def load_sources(data: Path) -> tuple[list[Source], list[str]]:
     return docs, headings
 
 
+def kit_sources(data: Path) -> tuple[list[Source], list[str]]:
+    """The sources a lent GPU machine carries (``../shared/gpu/pack.py --data``): SQuAD train and HotpotQA's pool.
+
+    The same exclusions as :func:`load_sources`; without WikiText and the
+    Wikipedia dump there are no section headings to draw, so HotpotQA's
+    short titles (1-4 words) name the sections. ``bench.gpu_encode`` builds
+    its collection from these.
+    """
+    banned = squad_dev_titles(data)
+    docs: list[Source] = []
+    pool: dict[str, list[str]] = {}
+    for line in (data / "hotpotqa" / "paragraph_pool.500q.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            pool.setdefault(rec["title"], []).append(rec["text"])
+    articles = [(title, " ".join(paras), "hotpotqa") for title, paras in pool.items()]
+    for art in json.loads((data / "squad" / "train-du2017-44articles.json").read_text(encoding="utf-8"))["data"]:
+        articles.append((art["title"].replace("_", " "), " ".join(p["context"] for p in art["paragraphs"]),
+                         "squad-train"))
+    for title, text, kind in articles:
+        sents = sentences(text)
+        if _norm_title(title) not in banned and len(sents) >= 3:
+            docs.append(Source(kind, title.strip(), sents))
+    headings = sorted({t.strip() for t in pool if 1 <= len(t.split()) <= 4})
+    return docs, headings
+
+
 def _walk(sections: list[Section]) -> Iterator[Section]:
     for s in sections:
         yield s
         yield from _walk(s.children)
 
 
-def generate(data: Path, passages: int, seed: int = 13) -> Iterator[Document]:
-    """Distractor documents, in order, until about ``passages`` passages (each section and the lead: one)."""
+def generate(data: Path, passages: int, seed: int = 13,
+             sources: tuple[list[Source], list[str]] | None = None) -> Iterator[Document]:
+    """Distractor documents, in order, until about ``passages`` passages (each section and the lead: one).
+
+    ``sources``: ``(documents, headings)`` to draw from; default :func:`load_sources`.
+    """
     rng = random.Random(seed)
-    docs, headings = load_sources(data)
+    docs, headings = sources if sources is not None else load_sources(data)
     by_kind: dict[str, list[Source]] = {}
     for d in docs:
         by_kind.setdefault(d.kind, []).append(d)
@@ -180,7 +211,8 @@ def _fit(chosen: list[str], limit: int = PASSAGE_WORDS) -> str:
     return " ".join(out)
 
 
-def write_jsonl(path: Path, data: Path, passages: int, seed: int = 13) -> int:
+def write_jsonl(path: Path, data: Path, passages: int, seed: int = 13,
+                sources: tuple[list[Source], list[str]] | None = None) -> int:
     """Write the distractors as hiera-jsonl (atomically); returns the number of documents."""
     from hiera.io import write_atomic
 
@@ -189,7 +221,7 @@ def write_jsonl(path: Path, data: Path, passages: int, seed: int = 13) -> int:
     def write(tmp: Path) -> None:
         nonlocal count
         with tmp.open("w", encoding="utf-8") as f:
-            for d in generate(data, passages, seed):
+            for d in generate(data, passages, seed, sources):
                 f.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
                 count += 1
 
