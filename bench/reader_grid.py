@@ -20,15 +20,19 @@ articles, no big index needed:
   given as its ≤100-word passages (``bench.reader``'s reading-comprehension
   row): the span head;
 * open domain in small: ``--open-questions`` of them read over their BM25
-  top 5 among the held-back articles' passages (EM@1, EM@5): the selection
-  head must pick the right passage among same-article look-alikes.
+  top 20 among the held-back articles' passages (EM@1, EM@5, EM@20): the
+  selection head must pick the right passage among same-article look-alikes.
 
 A recipe's score is the mean of its reading-comprehension EM and its EM@5;
 the best score is the chosen recipe, and every other recipe gets a paired
 bootstrap interval of its difference to the chosen one. The chosen reader
 also reads each question's whole paragraph as one passage (windowed when it
-overflows the model), against its ≤100-word parts (paired interval).
-With ``--refit`` and time left it is trained again on all 44 articles.
+overflows the model), against its ≤100-word parts (paired interval), and
+its decoding weights (selection, retrieval-rank prior, merge) are
+calibrated on its open-domain readings so that EM@20 and EM@5 are at least
+EM@1 there (:mod:`hiera.read.calibrate`), and written into the reader.
+With ``--refit`` and time left it is trained again on all 44 articles (and
+decodes with the weights calibrated for the grid's winner).
 
 The chosen reader is written under ``$OUT`` (else ``bench/out/reader-grid``)
 as float16 parts (:mod:`bench.reader_parts`: at most 8 files of 16 MiB)
@@ -79,7 +83,8 @@ TINY_GRID: list[dict[str, Any]] = [
 ]
 GRIDS = {"gpu": (GPU_BASE, GPU_GRID), "tiny": (TINY_BASE, TINY_GRID)}
 TRAIN_FILE = "squad/train-du2017-44articles.json"
-OPEN_K = 5  # passages read per question in the held-back open-domain judge
+OPEN_K = 5  # a recipe is judged at this read-k of the held-back open-domain reading ...
+OPEN_KS = (1, 5, 20)  # ... which reads this deep (the decoding calibration reads them all)
 
 
 def split_articles(data: dict[str, Any], held_out: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -146,25 +151,39 @@ class Judge:
         self.cache: dict[tuple[int, int], list[Any]] = {}
 
     def __call__(self, reader: Any, ks: tuple[int, ...] | None = None) -> dict[str, Any]:
-        """EM/F1 (in %) at each read-k (``None``: every passage) and each question's EM; all windows batched."""
+        """EM/F1 (in %) at each read-k (``None``: every passage) with the reader's decoding, each question's EM,
+        and each question's candidate spans (``spans``: what a decoding calibration re-scores)."""
         from hiera.eval.read import score_answer
+        from hiera.read.calibrate import spans_of, top_answer
 
         key = (reader.meta["max_length"], reader.meta["stride"])
         if key not in self.cache:
             self.cache[key] = [reader.windows(q.text, ps) for q, ps in zip(self.qs, self.passages, strict=True)]
         lgs = reader.logits_many([(q.text, ps) for q, ps in zip(self.qs, self.passages, strict=True)], self.cache[key])
-        out: dict[str, Any] = {}
+        p = reader.params()
+        spans = [spans_of(lg, p["max_answer_tokens"]) for lg in lgs]
+        out: dict[str, Any] = {"spans": spans}
         for k in ks or (None,):
             ems, f1s = [], []
-            for q, lg in zip(self.qs, lgs, strict=True):
-                ans = reader.decode(lg, upto=k)
-                em, f1 = score_answer(ans[0].text if ans else "", q)
+            for q, sp, ps in zip(self.qs, spans, self.passages, strict=True):
+                pred = top_answer(sp, len(ps) if k is None else k, p["passage_weight"], p["rank_weight"], p["merge"])
+                em, f1 = score_answer(pred, q)
                 ems.append(em)
                 f1s.append(f1 or 0.0)
             tag = "" if k is None else f"@{k}"
             out[f"em{tag}"], out[f"f1{tag}"] = 100 * float(np.mean(ems)), 100 * float(np.mean(f1s))
             out[f"per_question{tag}"] = ems
         return out
+
+
+def calibrate_decoding(judge: Judge, spans: list[Any], ks: tuple[int, ...]) -> dict[str, Any]:
+    """The chosen reader's decoding weights, chosen on the held-back open-domain readings (train articles)."""
+    from hiera.eval.read import score_answer
+    from hiera.read.calibrate import calibrate, grid_of
+    from hiera.spec import reader_spec
+
+    readings = [(sp, lambda pred, q=q: score_answer(pred, q)[0]) for sp, q in zip(spans, judge.qs, strict=True)]
+    return calibrate(readings, ks, grid_of(reader_spec()))
 
 
 def paired_ci(a: list[float], b: list[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -240,7 +259,7 @@ def main() -> None:
     ap.add_argument("--max-examples", type=int, default=None, help="cap the training questions (a CPU check)")
     ap.add_argument("--eval-questions", type=int, default=None, help="cap the held-back questions (a CPU check)")
     ap.add_argument("--open-questions", type=int, default=600,
-                    help=f"held-back questions also read over their BM25 top {OPEN_K} among the held-back articles")
+                    help=f"held-back questions also read over their BM25 top {OPEN_KS[-1]} among the held-back articles")
     ap.add_argument("--budget-minutes", type=float, default=4.0,
                     help="wall clock of the whole command: a recipe predicted to overrun it is skipped, one "
                          "overrunning it is stopped; the best reader so far is always written")
@@ -277,7 +296,7 @@ def main() -> None:
 
     open_qs = spread_sample(held_qs, args.open_questions, args.seed)
     rc_judge, whole_judge = Judge(held_qs, held_parts), Judge(held_qs, held_whole)
-    open_judge = Judge(open_qs, held_bm25(work / "held", open_qs, OPEN_K))
+    open_judge = Judge(open_qs, held_bm25(work / "held", open_qs, OPEN_KS[-1]))
     print(f"{len(train_part['data'])} training articles ({len(train_qs)} questions), {len(held_part['data'])} held back "
           f"({len(held_qs)} questions): {', '.join(a['title'] for a in held_part['data'])}; prepared in "
           f"{time.perf_counter() - t:.1f}s on {device}", flush=True)
@@ -320,17 +339,17 @@ def main() -> None:
         reader = Reader.from_model(model, tok, meta, name=cfg["name"], device=args.device, batch_size=128)
         t = time.perf_counter()
         rc = rc_judge(reader)
-        od = open_judge(reader, (1, OPEN_K))
+        od = open_judge(reader, OPEN_KS)
         judge_s = time.perf_counter() - t
         score = (rc["em"] + od[f"em@{OPEN_K}"]) / 2
         row = {"name": cfg["name"], "recipe": recipe, "score": round(score, 2),
                "rc_em": round(rc["em"], 2), "rc_f1": round(rc["f1"], 2),
-               **{f"open_{m}@{k}": round(od[f"{m}@{k}"], 2) for k in (1, OPEN_K) for m in ("em", "f1")},
+               **{f"open_{m}@{k}": round(od[f"{m}@{k}"], 2) for k in OPEN_KS for m in ("em", "f1")},
                "train": rep, "groups": len(gs), "judge_s": round(judge_s, 1), "per_question": rc["per_question"],
-               "per_question_open": od[f"per_question@{OPEN_K}"]}
+               "per_question_open": od[f"per_question@{OPEN_K}"], "spans_open": od["spans"]}
         results.append(row)
-        print(f"{cfg['name']}: held-back reading comprehension EM {rc['em']:.1f} F1 {rc['f1']:.1f}, over BM25 EM@1 "
-              f"{od['em@1']:.1f} EM@{OPEN_K} {od[f'em@{OPEN_K}']:.1f}; {rep['steps']} steps in {fit.seconds:.0f}s "
+        print(f"{cfg['name']}: held-back reading comprehension EM {rc['em']:.1f} F1 {rc['f1']:.1f}, over BM25 "
+              + ", ".join(f"EM@{k} {od[f'em@{k}']:.1f}" for k in OPEN_KS) + f"; {rep['steps']} steps in {fit.seconds:.0f}s "
               f"(loss {rep['train_loss']:.3f}{', stopped by the budget' if rep['stopped_by_budget'] else ''}); "
               f"judged in {judge_s:.0f}s", flush=True)
         if best is None or (score, rc["f1"]) > (best["score"], best["rc_f1"]):
@@ -344,6 +363,18 @@ def main() -> None:
         write_report(out, state, results, best, spent, t_start)
     if best is None:
         raise SystemExit("no recipe ran")
+    from hiera.read.calibrate import save_decoding
+
+    t = time.perf_counter()
+    cal = calibrate_decoding(open_judge, best["spans_open"], OPEN_KS)
+    state["decoding"] = cal
+    save_decoding(best_dir, cal["chosen"], cal)
+    pack_into(best_dir, out)
+    plain = best
+    print(f"decoding calibrated on {cal['questions']} held-back questions in {time.perf_counter() - t:.0f}s: "
+          f"{cal['chosen']} -> EM " + " / ".join(f"@{k} {cal['chosen_em'][f'em@{k}']:.1f}" for k in OPEN_KS)
+          + " (registry defaults: " + " / ".join(f"@{k} {plain[f'open_em@{k}']:.1f}" for k in OPEN_KS) + ")",
+          flush=True)
     if args.refit:
         recipe = best["recipe"]
         n_all = len(train_qs) + len(held_qs)
@@ -352,6 +383,8 @@ def main() -> None:
         if predicted is not None and predicted <= left:
             chosen, state["refit"] = refit_all(train_file, work, recipe, args, data)
             spent += state["refit"]["train"]["seconds"]
+            # its own calibration would read articles it trained on: it decodes with the grid winner's weights
+            save_decoding(chosen, cal["chosen"], {**cal, "calibrated_on": "the grid's chosen reader"})
             pack_into(chosen, out)
         else:
             state["refit"] = {"skipped": True, "predicted_s": None if predicted is None else round(predicted, 1)}
@@ -361,14 +394,16 @@ def main() -> None:
         if args.keep.exists():
             shutil.rmtree(args.keep)
         shutil.copytree(work / "refit" if state.get("refit", {}).get("questions") else best_dir, args.keep)
-    print(f"\n| recipe | score | RC EM | RC F1 | BM25 EM@1 | BM25 EM@{OPEN_K} | steps | train s |\n"
-          "|---|---|---|---|---|---|---|---|")
+    heads = " | ".join(f"BM25 EM@{k}" for k in OPEN_KS)
+    print(f"\n| recipe | score | RC EM | RC F1 | {heads} | steps | train s |\n|---|---|---|---|"
+          + "---|" * len(OPEN_KS) + "---|---|")
     for r in results:
         if r.get("skipped"):
-            print(f"| {r['name']} | skipped | | | | | | |")
+            print(f"| {r['name']} | skipped |" + " |" * (len(OPEN_KS) + 4))
         else:
-            print(f"| {r['name']} | {r['score']:.1f} | {r['rc_em']:.1f} | {r['rc_f1']:.1f} | {r['open_em@1']:.1f} | "
-                  f"{r[f'open_em@{OPEN_K}']:.1f} | {r['train']['steps']} | {r['train']['seconds']:.0f} |")
+            ems = " | ".join(f"{r[f'open_em@{k}']:.1f}" for k in OPEN_KS)
+            print(f"| {r['name']} | {r['score']:.1f} | {r['rc_em']:.1f} | {r['rc_f1']:.1f} | {ems} | "
+                  f"{r['train']['steps']} | {r['train']['seconds']:.0f} |")
     print(f"chosen: {best['name']} ({best['recipe']}); whole paragraphs read as one passage: {best['whole']}")
     print(f"parts in {out}: {', '.join(report['parts'])}; {time.perf_counter() - t_start:.0f}s in all")
 
@@ -406,7 +441,7 @@ def write_report(out: Path, state: dict[str, Any], results: list[dict[str, Any]]
 
     rows = []
     for r in results:
-        row = {k: v for k, v in r.items() if not k.startswith("per_question")}
+        row = {k: v for k, v in r.items() if not k.startswith(("per_question", "spans"))}
         if best is not None and not r.get("skipped") and r is not best:
             row["best_minus_this_ci95"] = {
                 "rc_em": [round(x, 2) for x in paired_ci(best["per_question"], r["per_question"])],

@@ -497,6 +497,11 @@ READERS: dict[str, MethodSpec] = {
                       "reader: weight of the passage-selection log-probability in an answer's score "
                       "(0: spans alone; 1: DPR's passage-then-span)", min=0.0, max=10.0, tunable=True,
                       grid=(0.0, 0.5, 1.0, 2.0, 4.0)),
+                Param("rank_weight", "float", 0.0,
+                      "reader: how much an answer's score falls with its passage's retrieval rank, times "
+                      "log(1 + rank): keeps the first passages' answer when reading more (a reader's calibrated "
+                      "value, in its hiera-reader.json, overrides this default)", min=0.0, max=20.0, tunable=True,
+                      grid=(0.0, 0.5, 1.0, 2.0, 4.0, 8.0)),
                 Param("merge", "str", "max",
                       "reader: an answer string several passages give scores its best span (max) or the sum of "
                       "their probabilities (sum)", choices=("max", "sum")),

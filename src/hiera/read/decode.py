@@ -3,9 +3,19 @@
 A span's score is ``log P(start) + log P(end)`` with both softmaxes taken over
 the window's passage tokens only (question, title and padding can never be an
 answer). Valid spans start at or before they end and are at most
-``max_answer_tokens`` long. Across windows, the reader adds the window's
-passage-selection log-probability, so spans of different passages compare on
-one scale (DPR's reader ranks passages first, then spans within them).
+``max_answer_tokens`` long. Across windows, an answer's score is
+
+    span log-probability
+    + passage_weight · the window's passage-selection log-probability
+    − rank_weight · log(1 + the passage's retrieval rank, 0-based)
+
+so spans of different passages compare on one scale (DPR's reader ranks
+passages first, then spans within them), and a reader whose selection head
+is fooled by a lexically close passage far down the list does not lose the
+first passage's answer by reading more: the rank prior is what makes EM at
+20 passages no worse than at 1 (its weight is calibrated on train questions,
+:mod:`hiera.read.calibrate`). Each candidate keeps the three parts, and the
+answer JSON shows them.
 """
 
 from __future__ import annotations
@@ -27,13 +37,16 @@ class Span(NamedTuple):
 
 
 class Candidate(NamedTuple):
-    """One answer span read from one passage."""
+    """One answer span read from one passage; ``score`` = ``span`` + ``select`` + ``rank`` (the weighted parts)."""
 
     text: str
     score: float
-    passage: int  # index into the passages that were read
+    passage: int  # index into the passages that were read (their retrieval rank)
     start: int  # character offsets in that passage's text
     end: int
+    span: float = 0.0  # log P(start) + log P(end) in its window
+    select: float = 0.0  # passage_weight · the window's selection log-probability
+    rank: float = 0.0  # −rank_weight · log(1 + passage)
 
 
 class Answer(NamedTuple):
@@ -74,14 +87,12 @@ def best_spans(
     # the best pairs are built from each side's best positions (stable order: ties go to the earlier token)
     starts = ctx[np.argsort(-ls[ctx], kind="stable")[:n]]
     ends = ctx[np.argsort(-le[ctx], kind="stable")[:n]]
-    spans = [
-        Span(int(s), int(e), float(ls[s] + le[e]))
-        for s in starts
-        for e in ends
-        if s <= e and e - s + 1 <= max_answer_tokens
-    ]
-    spans.sort(key=lambda sp: (-sp.score, sp.start, sp.end - sp.start))
-    return spans[:top_n]
+    s, e = np.meshgrid(starts, ends, indexing="ij")
+    ok = (s <= e) & (e - s + 1 <= max_answer_tokens)
+    s, e = s[ok], e[ok]
+    score = ls[s] + le[e]
+    order = np.lexsort((e - s, s, -score))[:top_n]  # best first; ties: earlier, then shorter
+    return [Span(int(s[i]), int(e[i]), float(score[i])) for i in order]
 
 
 def merge(candidates: Iterable[Candidate], how: str = "max") -> list[Answer]:
@@ -128,15 +139,18 @@ def window_candidates(
     max_answer_tokens: int,
     passage_weight: float = 1.0,
     top_n: int = 20,
+    rank_weight: float = 0.0,
 ) -> list[Candidate]:
-    """Candidates of every window: span score + ``passage_weight`` · the window's selection log-probability."""
+    """Candidates of every window, scored as the module says (span, weighted selection, rank prior)."""
     if len(select_logits) == 0:
         return []
     sel = log_softmax(np.asarray(select_logits, dtype=np.float64))
     out = []
     for w in range(len(sel)):
         p = int(passage_of[w])
+        sw = passage_weight * float(sel[w])
+        prior = -rank_weight * float(np.log1p(p))
         for sp in best_spans(start_logits[w], end_logits[w], context[w], max_answer_tokens, top_n):
             s, e = int(char_start[w, sp.start]), int(char_end[w, sp.end])
-            out.append(Candidate(texts[p][s:e], sp.score + passage_weight * float(sel[w]), p, s, e))
+            out.append(Candidate(texts[p][s:e], sp.score + sw + prior, p, s, e, sp.score, sw, prior))
     return out

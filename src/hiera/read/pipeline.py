@@ -4,7 +4,11 @@ The answer JSON: ``{"question", "answers": [{"text", "score", "passage_id",
 "doc_id", "breadcrumb", "start", "end", "evidence": [...]}], "passages":
 [hits as /search gives them], "trace": [...], "retriever", "params"}``, where
 ``start``/``end`` are character offsets of the answer in its passage's text
-and ``evidence`` lists every passage that gave the same answer string.
+and ``evidence`` lists every passage that gave the same answer string. Each
+answer and piece of evidence shows its score's parts (``span``: the span
+log-probability; ``select``: the weighted passage-selection log-probability;
+``rank``: the retrieval-rank prior), and the ``decode`` trace step the
+weights that made them.
 """
 
 from __future__ import annotations
@@ -47,8 +51,12 @@ def title_line(hit: Hit, sep: str = ", ") -> str:
 
 def _evidence(c: Candidate, hits: list[Hit]) -> dict[str, Any]:
     h = hits[c.passage]
-    return {"passage_id": h.passage_id, "doc_id": h.doc_id, "breadcrumb": h.breadcrumb(),
-            "start": c.start, "end": c.end, "score": round(c.score, 6)}
+    return {"passage_id": h.passage_id, "doc_id": h.doc_id, "breadcrumb": h.breadcrumb(), "passage_rank": h.rank,
+            "start": c.start, "end": c.end, "score": round(c.score, 6), **_parts(c)}
+
+
+def _parts(c: Candidate) -> dict[str, float]:
+    return {"span": round(c.span, 6), "select": round(c.select, 6), "rank": round(c.rank, 6)}
 
 
 def answer_dicts(answers: list[Answer], hits: list[Hit]) -> list[dict[str, Any]]:
@@ -58,7 +66,7 @@ def answer_dicts(answers: list[Answer], hits: list[Hit]) -> list[dict[str, Any]]
         out.append({
             "text": a.text, "score": round(a.score, 6), "passage_id": h.passage_id, "doc_id": h.doc_id,
             "breadcrumb": h.breadcrumb(), "passage_rank": h.rank, "start": a.start, "end": a.end,
-            "evidence": [_evidence(c, hits) for c in a.evidence],
+            **_parts(a.evidence[0]), "evidence": [_evidence(c, hits) for c in a.evidence],
         })
     return out
 
@@ -72,10 +80,11 @@ def read_results(reader: Reader, results: Results, sep: str = ", ", **read_param
     lg = reader.logits(results.query, [(title_line(h, sep), h.text) for h in hits])
     t_dec = time.perf_counter()
     answers = reader.decode(lg, **read_params)
+    params = reader.params(read_params)
     trace = list(results.trace)
     trace.append(TraceStep("read", {"passages": len(hits), "windows": len(lg.windows), "reader": reader.name}, lg.ms))
-    trace.append(TraceStep("decode", {"answers": len(answers)}, (time.perf_counter() - t_dec) * 1000.0))
-    params = reader.params(read_params)
+    weights = {k: params[k] for k in ("passage_weight", "rank_weight", "merge")}
+    trace.append(TraceStep("decode", {"answers": len(answers), **weights}, (time.perf_counter() - t_dec) * 1000.0))
     return AnswerResults(
         question=results.query,
         answers=answer_dicts(answers, hits),

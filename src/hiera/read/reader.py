@@ -86,7 +86,9 @@ class Reader:
         if self.device == "cuda":
             self.model.half().to(self.device)
         self.batch_size = batch_size
-        self.defaults = {**self.spec.defaults(), **self.spec.check(defaults), "reader": str(self.path)}
+        # a calibrated reader's decoding (hiera.read.calibrate) comes before the registry's, after the caller's
+        calibrated = self.spec.check(dict(meta.get("decoding") or {}))
+        self.defaults = {**self.spec.defaults(), **calibrated, **self.spec.check(defaults), "reader": str(self.path)}
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, meta: dict[str, Any], name: str = "in-memory",
@@ -182,6 +184,7 @@ class Reader:
         cands = window_candidates(
             lg.texts, w.passage[keep], w.char_start[keep], w.char_end[keep], w.context[keep],
             lg.start[keep], lg.end[keep], lg.select[keep], p["max_answer_tokens"], p["passage_weight"],
+            rank_weight=p["rank_weight"],
         )
         return merge(cands, p["merge"])[: p["answers"]]
 
