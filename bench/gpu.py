@@ -1,4 +1,4 @@
-"""GPU against CPU in one run (issue 32): encoding, exact flat and DHR search, training steps/s.
+"""GPU against CPU in one run: encoding, exact flat and DHR search per stage, training steps/s.
 
     python -m bench.gpu [--encode-passages N] [--cpu-encode-passages 2000] [--sizes 1000000,5000000,21000000]
                         [--queries 200] [--train-steps 20] [--skip-encode] [--skip-search] [--skip-train]
@@ -17,17 +17,23 @@ column says "no CUDA device"). Unchanged on a lent GPU machine.
   them the cosine between vectors of the same 500 passages: the GPU's (or, on
   a CPU, the float16 path run there) against torch float32 on the CPU, and
   the int8 backend's against torch float32.
-* **search** (ms per query after the query vector exists, top 100): synthetic
-  random unit 384-d float16 vectors (made on the CPU from one seed, so every
-  device searches the same ones), ``N`` passages in about ``N / 5`` documents
-  of 1–9 passages; flat exact search (:class:`hiera.index.exact.TorchExactIndex`)
-  and DHR (exact document stage over the document vectors, ``top_docs`` 100,
-  then :class:`hiera.index.exact.DevicePassageStage`, ``lam`` 1), single
-  queries and batches of 32. The CPU runs ``--cpu-sizes`` (default 1M; 5M and
-  21M do not fit a small machine's memory as float32); the GPU every size of
-  ``--sizes``, generated on the device. "identical" counts the queries whose
-  GPU DHR top 100 equals the CPU exact path's (positions, scores to 1e-5),
-  checked at the first size.
+* **search** (ms per query after the query vector exists, top 100, medians of
+  three passes): synthetic random unit 384-d float16 vectors, ``N`` passages
+  in about ``N / 5`` documents of 1–9 passages; flat exact search
+  (:class:`hiera.index.exact.TorchExactIndex`) and DHR in its dense
+  configuration (exact document stage over the mean vectors, ``top_docs``
+  100, then the passage-stage primitive
+  :class:`hiera.index.passage_stage.TorchPassageStage`, ``lam`` 1), single
+  queries and batches of 32; beside them each stage alone (the document
+  stage; the passage stage on documents chosen beforehand; its one
+  device-to-host copy), DHR over its own document stage, and the kernels,
+  copies and synchronizations of one DHR batch (``torch.profiler``; on a CPU
+  the operators called, the tests' proxy). The CPU runs ``--cpu-sizes``
+  (default 1M; 5M and 21M do not fit a small machine's memory as float32),
+  from vectors made on the CPU; the GPU every size of ``--sizes``, drawn on
+  the device where the CPU does not run that size. "identical" counts the
+  queries whose GPU DHR top 100 equals the CPU exact path's (positions,
+  scores to 1e-5), checked at the first size.
 * **training** (steps/s): ``hiera train-reader`` on the 44 SQuAD train articles
   (``bench.gpu_reader``'s BM25-only collection of that file),
   ``--train-steps`` steps of 16 questions (the CPU default batch), from the
@@ -126,8 +132,13 @@ def encode_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
 
 
 # -- search ----------------------------------------------------------------------------------------------------
-def synthetic(n: int, device: str, seed: int = 0) -> tuple[Any, np.ndarray]:
-    """``n`` random unit float16 vectors on ``device`` (made there, in chunks) and a document offset table."""
+def synthetic(n: int, device: str, seed: int = 0, on_device: bool = False) -> tuple[Any, np.ndarray]:
+    """``n`` random unit float16 vectors on ``device`` and a document offset table.
+
+    Made on the CPU chunk by chunk from one seed (the same vectors on every
+    device) unless ``on_device``: sizes only a GPU runs are drawn there, which
+    takes seconds instead of minutes.
+    """
     import torch
 
     rng = np.random.default_rng(seed)
@@ -137,9 +148,9 @@ def synthetic(n: int, device: str, seed: int = 0) -> tuple[Any, np.ndarray]:
     offsets = np.append(offsets, n).astype(np.int64)
     dtype = torch.float16 if device == "cuda" else torch.float32
     matrix = torch.empty((n, DIM), dtype=dtype, device=device)
-    gen = torch.Generator().manual_seed(seed)  # on the CPU, chunk by chunk: the same vectors on every device
+    gen = torch.Generator(device=device if on_device else "cpu").manual_seed(seed)
     for s in range(0, n, 1_000_000):
-        x = torch.randn((min(1_000_000, n - s), DIM), generator=gen)
+        x = torch.randn((min(1_000_000, n - s), DIM), generator=gen, device=gen.device)
         x = torch.nn.functional.normalize(x, dim=1).half()  # stored as hiera stores vectors: float16
         matrix[s : s + len(x)] = x.to(device=device, dtype=dtype)
     return matrix, offsets
@@ -159,16 +170,25 @@ def doc_vectors(matrix: Any, offsets: np.ndarray) -> Any:
 
 
 class Searcher:
-    """Flat and DHR search over one synthetic collection on one device, timed per query."""
+    """Flat exact search and DHR (dense configuration) over one synthetic collection on one device.
 
-    def __init__(self, n: int, device: str) -> None:
-        from hiera.index.exact import DevicePassageStage, TorchExactIndex
+    DHR here is what ``dhr`` runs with ``--set doc_stage=mean --set
+    passage_alpha=0 --set lam=1`` on an exact search device: the document
+    stage's exact search (:class:`hiera.index.exact.TorchExactIndex` over the
+    mean vectors) hands its top ``top_docs`` documents, still on the device,
+    to the passage-stage primitive (:class:`hiera.index.passage_stage.TorchPassageStage`).
+    """
+
+    def __init__(self, n: int, device: str, on_device: bool = False) -> None:
+        from hiera.index.exact import TorchExactIndex
+        from hiera.index.passage_stage import PassageSpec, TorchPassageStage
 
         self.device = device
-        matrix, self.offsets = synthetic(n, device)
+        matrix, self.offsets = synthetic(n, device, on_device=on_device)
         self.flat = TorchExactIndex.from_tensor(matrix)
         self.docs = TorchExactIndex.from_tensor(doc_vectors(matrix, self.offsets))
-        self.stage = DevicePassageStage(self.flat, self.offsets)
+        self.stage = TorchPassageStage(matrix, self.offsets, device)
+        self.spec = PassageSpec(lam=1.0, passage_alpha=0.0, k=100)
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -179,23 +199,101 @@ class Searcher:
     def flat_search(self, q: np.ndarray, k: int) -> Any:
         return self.flat.search(q, k)
 
-    def dhr(self, q: np.ndarray, k: int, top_docs: int = 100) -> list[Any]:
+    def _qt(self, q: np.ndarray) -> Any:
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32)).to(self.device)
+
+    def doc_stage(self, q: np.ndarray, k: int, top_docs: int = 100) -> Any:
+        """The document stage alone (synchronized, so its GPU time is counted)."""
         import torch
 
         with torch.inference_mode():
-            qt = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32)).to(self.device)
-            dsc, dpos = self.docs.top(qt, top_docs)
-            return self.stage.run(q, list(dpos), list(dsc), k, 1.0)
+            out = self.docs.top(self._qt(q), top_docs)
+        self._sync()
+        return out
 
-    def time(self, fn: Any, queries: np.ndarray, batch: int, k: int) -> float:
-        """ms per query: ``fn`` over ``queries`` in batches of ``batch`` (warm-up excluded)."""
+    def dhr(self, q: np.ndarray, k: int, top_docs: int = 100) -> list[Any]:
+        import torch
+
+        from hiera.index.passage_stage import DocLists
+
+        with torch.inference_mode():
+            qt = self._qt(q)
+            dsc, dpos = self.docs.top(qt, top_docs)
+            return self.stage.run([""] * len(q), qt, DocLists(dpos, dsc), self.spec)
+
+    def passage_stage(self, docs: Any, q: np.ndarray) -> list[Any]:
+        """The passage stage alone, on documents the document stage already chose (its one transfer included)."""
+        from hiera.index.passage_stage import DocLists
+
+        return self.stage.run([""] * len(q), self._qt(q), DocLists(docs[1], docs[0]), self.spec)
+
+    def time(self, fn: Any, queries: np.ndarray, batch: int, k: int, repeats: int = 3) -> float:
+        """ms per query, the median of ``repeats`` passes of ``fn`` over ``queries`` in batches of ``batch``."""
         fn(queries[:batch], k)
         self._sync()
-        t = time.perf_counter()
-        for s in range(0, len(queries), batch):
-            fn(queries[s : s + batch], k)
+        runs = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for s in range(0, len(queries), batch):
+                fn(queries[s : s + batch], k)
+            self._sync()
+            runs.append((time.perf_counter() - t) * 1000 / len(queries))
+        return float(np.median(runs))
+
+    def time_passage_stage(self, queries: np.ndarray, batch: int, repeats: int = 3) -> float:
+        """ms per query of the passage stage alone (document lists made beforehand, outside the clock)."""
+        chunks = [queries[s : s + batch] for s in range(0, len(queries), batch)]
+        docs = [self.doc_stage(c, 100) for c in chunks]
+        self.passage_stage(docs[0], chunks[0])
         self._sync()
-        return (time.perf_counter() - t) * 1000 / len(queries)
+        runs = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for d, c in zip(docs, chunks, strict=True):
+                self.passage_stage(d, c)
+            self._sync()
+            runs.append((time.perf_counter() - t) * 1000 / len(queries))
+        return float(np.median(runs))
+
+    def transfer_ms(self, batch: int) -> float:
+        """One device-to-host copy of a batch's packed result (``batch`` × 100 rows × 7 int64), the stage's only one."""
+        import torch
+
+        if self.device != "cuda":
+            return 0.0
+        x = torch.zeros((batch, 100, 7), dtype=torch.int64, device="cuda")
+        x.cpu()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(50):
+            x.cpu()
+        return (time.perf_counter() - t) * 1000 / 50
+
+    def launches(self, queries: np.ndarray, batch: int) -> dict[str, int]:
+        """Per batch: CUDA kernels launched, host↔device copies and synchronizations of one DHR call (on a CPU:
+        the operators the stage calls, the proxy the tests pin)."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        q = queries[:batch]
+        self.dhr(q, 100)
+        self._sync()
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
+        with profile(activities=acts) as prof:
+            self.dhr(q, 100)
+            self._sync()
+        ev = list(prof.events())
+        if self.device == "cuda":
+            kernels = [e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower()
+                       and "memset" not in e.name.lower()]
+            copies = [e for e in ev if e.name in ("cudaMemcpyAsync", "cudaMemcpy")]
+            syncs = [e for e in ev if "Synchronize" in e.name]
+            return {"kernels": len(kernels), "copies": len(copies), "syncs": len(syncs)}
+        ops = [e for e in ev if e.name.startswith("aten::")
+               and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+        return {"operators": len(ops)}
 
 
 def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
@@ -209,19 +307,35 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     checked = False
     for n in sizes:
-        results: dict[str, dict[str, float]] = {}
+        results: dict[str, dict[str, Any]] = {}
         kept: dict[str, list[Any]] = {}
         for device in devices:
             if device == "cpu" and n not in cpu_sizes:
                 continue
             t = time.perf_counter()
-            s = Searcher(n, device)
+            s = Searcher(n, device, on_device=device == "cuda" and n not in cpu_sizes)
             print(f"{n:,} passages on {device}: made in {time.perf_counter() - t:.0f}s", flush=True)
             qn = queries if device == "cuda" else queries[: args.cpu_queries]
-            results[device] = {
-                "flat_1": s.time(s.flat_search, qn, 1, 100), "flat_32": s.time(s.flat_search, qn, 32, 100),
-                "dhr_1": s.time(s.dhr, qn, 1, 100), "dhr_32": s.time(s.dhr, qn, 32, 100),
-            }
+            r: dict[str, Any] = {}
+            for b in (1, 32):
+                r[f"flat_{b}"] = s.time(s.flat_search, qn, b, 100)
+                r[f"doc_{b}"] = s.time(s.doc_stage, qn, b, 100)
+                r[f"passage_{b}"] = s.time_passage_stage(qn, b)
+                r[f"dhr_{b}"] = s.time(s.dhr, qn, b, 100)
+                r[f"transfer_{b}"] = s.transfer_ms(b) / b
+                r[f"launches_{b}"] = s.launches(qn, b)
+            if s.stage.graphs:  # the same DHR without CUDA graphs, and whether both give the same hits
+                graphed = s.dhr(queries[:20], 100)
+                s.stage.graphs = False
+                r["dhr_1_eager"] = s.time(s.dhr, qn, 1, 100)
+                r["dhr_32_eager"] = s.time(s.dhr, qn, 32, 100)
+                r["launches_1_eager"] = s.launches(qn, 1)
+                eager = s.dhr(queries[:20], 100)
+                s.stage.graphs = True
+                r["graphs_equal_eager"] = sum(np.array_equal(a.positions, b.positions) and np.array_equal(a.scores, b.scores)
+                                              for a, b in zip(graphed, eager, strict=True))
+            r["graph_note"] = s.stage.graph_note or ("CUDA graphs on" if s.stage.graphs else "eager")
+            results[device] = r
             if not checked:
                 kept[device] = s.dhr(queries[:20], 100)
             del s
@@ -235,15 +349,52 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
                     {"identical": same, "of": 20}, key=f"identical-{n}")
             checked = True
         for key, what in (("flat_1", "flat exact, 1 query"), ("flat_32", "flat exact, batch of 32"),
+                          ("doc_1", "DHR document stage alone, 1 query"), ("doc_32", "DHR document stage, batch of 32"),
+                          ("passage_1", "DHR passage stage alone, 1 query"),
+                          ("passage_32", "DHR passage stage, batch of 32"),
+                          ("transfer_1", "its one device-to-host copy, 1 query"),
+                          ("transfer_32", "its one device-to-host copy, batch of 32"),
                           ("dhr_1", "DHR, 1 query"), ("dhr_32", "DHR, batch of 32")):
             row = {"measure": f"{what}, ms/query, {n:,} passages"}
             for device in ("cpu", "cuda"):
                 if device in results:
-                    row[device] = round(results[device][key], 3)
+                    row[device] = round(results[device][key], 4)
                 else:
                     row[device] = NO_GPU if device == "cuda" and "cuda" not in devices else "not run"
             out[row["measure"]] = {d: results[d][key] for d in results}
             rep.add(row, out[row["measure"]], key=row["measure"])
+        for key, what in (("dhr_1_eager", "DHR without CUDA graphs, 1 query"),
+                          ("dhr_32_eager", "DHR without CUDA graphs, batch of 32")):
+            if any(key in r for r in results.values()):
+                row = {"measure": f"{what}, ms/query, {n:,} passages", "cpu": "–"}
+                for device, r in results.items():
+                    if key in r:
+                        row[device] = round(r[key], 4)
+                out[row["measure"]] = {d: r[key] for d, r in results.items() if key in r}
+                rep.add(row, out[row["measure"]], key=row["measure"])
+        for device, r in results.items():
+            if "graphs_equal_eager" in r:
+                label = f"DHR with CUDA graphs equal to eager, 20 queries ({n:,} passages)"
+                out[label] = r["graphs_equal_eager"]
+                rep.add({"measure": label, device: f"{r['graphs_equal_eager']}/20"}, {"equal": r["graphs_equal_eager"]},
+                        key=label)
+                label = f"DHR launches per batch of 1 without graphs ({n:,} passages)"
+                out[label] = r["launches_1_eager"]
+                rep.add({"measure": label, device: ", ".join(f"{k} {v}" for k, v in r["launches_1_eager"].items())},
+                        r["launches_1_eager"], key=label)
+            out[f"graphs {device} {n}"] = r["graph_note"]
+        for b in (1, 32):
+            row = {"measure": f"DHR launches per batch of {b} ({n:,} passages)"}
+            for device in ("cpu", "cuda"):
+                row[device] = ", ".join(f"{k} {v}" for k, v in results[device][f"launches_{b}"].items()) \
+                    if device in results else "not run"
+            out[row["measure"]] = {d: results[d][f"launches_{b}"] for d in results}
+            rep.add(row, out[row["measure"]], key=row["measure"])
+        for device, r in results.items():
+            ratio = r["dhr_1"] / r["doc_1"]
+            label = f"DHR / its document stage, 1 query, {n:,} passages ({device})"
+            out[label] = ratio
+            rep.add({"measure": label, device: round(ratio, 3)}, {"ratio": ratio}, key=label)
     return out
 
 

@@ -184,7 +184,7 @@ def with_bm25_evidence(col: Any, plans: Sequence[Any]) -> list[Any]:
     """
     import numpy as np
 
-    from hiera.score.fusion import by_max
+    from hiera.fusion import by_max
 
     pos = {d.id: i for i, d in enumerate(col.store.iter_docs())}
     memo: dict[str, Any] = {}

@@ -17,7 +17,7 @@ Methods (k = 20 results, inner product on normalized vectors = cosine):
   ``mean`` document stage), top_docs (the paper's k1) = 100; passage stage:
   gather the candidates' rows of the float16 memory map through the offset
   table (``concat_ranges``), one matrix product, final =
-  ``hiera.score.fusion.dhr_score`` = passage + λ·document (``lam`` = 1),
+  ``hiera.fusion.dhr_score`` = passage + λ·document (``lam`` = 1),
   ``topk``.
 
 Latency is per query: single queries one at a time, and batches of 32 (FAISS
@@ -62,9 +62,9 @@ import psutil
 from tqdm import tqdm
 
 from bench.common import WORK, Report, data_dir, table
+from hiera.fusion import dhr_score
 from hiera.index.dense import faiss_module, faiss_search, save_faiss, set_search_params
 from hiera.index.select import concat_ranges, topk
-from hiera.score.fusion import dhr_score
 
 DIM = 384
 K = 20

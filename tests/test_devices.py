@@ -3,7 +3,7 @@
 The GPU-only tests at the end run where torch sees a CUDA device (a lent GPU
 machine) and skip with the reason elsewhere; every CUDA code path also runs
 here on the CPU (float16 encoding, the streaming encoder, the exact index's
-float16 scan, DHR's device passage stage in tests/retrieve/test_dhr_device.py).
+float16 scan, DHR's torch passage stage in tests/index/test_passage_stage.py).
 """
 
 from __future__ import annotations
@@ -117,10 +117,34 @@ def test_manifest_records_where_vectors_came_from(shared_root: Path) -> None:
     assert (info["device"] == "cuda") == (info["precision"] == "float16")
 
 
-def test_models_run_where_the_search_device_says() -> None:
-    from hiera.index.exact import model_device
+def test_the_placement_decides_what_runs_where(shared_root: Path) -> None:
+    """Device and dense search are two choices: each one changes what the opened collection runs, and the result says so."""
+    from hiera.builds import open_collection
+    from hiera.index.exact import TorchExactIndex
+    from hiera.retrieve import get_retriever
 
-    assert [model_device(d) for d in ("auto", "faiss", "cpu", "cuda")] == ["auto", "cpu", "cpu", "cuda"]
+    seen = {}
+    for search in ("faiss", "exact"):
+        col = open_collection(shared_root, device="cpu", dense_search=search)
+        exact = isinstance(col.passage_faiss, TorchExactIndex)
+        assert exact == (search == "exact") and col.passage_backend == ("torch" if exact else "numpy")
+        res = get_retriever("dhr", col, passage_alpha=0.0).search("volcano eruption", k=3)
+        steps = {s.name: s.detail for s in res.trace}
+        assert steps["answered-by"]["dense_search"] == search and steps["answered-by"]["device"] == "cpu"
+        assert steps["passage-stage"]["backend"] == col.passage_backend
+        seen[search] = [h.passage_id for h in res.hits]
+    assert seen["faiss"] == seen["exact"]  # a Flat build: the two searches agree
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "{root}", "volcano", "--device", "faiss"],
+    ["eval", "{root}", "--questions", "q.json", "--format", "squad", "--device", "faiss"],
+])
+def test_the_old_device_spelling_gets_the_new_names(argv: list[str], shared_root: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([a.replace("{root}", str(shared_root)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and "--dense-search faiss" in err[-1] and "'faiss' is not a device" in err[-1]
 
 
 @GPU

@@ -39,12 +39,21 @@ from hiera.encode import Encoder, model_fingerprint, resolve_model_path
 from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
-from hiera.index.exact import DevicePassageStage, TorchExactIndex, model_device, resolve_device
+from hiera.index.exact import Placement, TorchExactIndex, resolve_placement
 from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import NameTable
+from hiera.index.passage_stage import (
+    DocLists,
+    HostPassageStage,
+    PassageSpec,
+    StageResult,
+    TorchPassageStage,
+    matrix_scorer,
+)
 from hiera.index.profile import profile_of
 from hiera.index.publish import live_build_dir
 from hiera.io import load_npy
+from hiera.query import QueryBatch
 from hiera.spec import method
 
 VECTOR_DTYPES = ("float16", "float32")
@@ -97,7 +106,7 @@ class Collection(Protocol):
     build_dir: Path
     manifest: Manifest
     store: CorpusStore
-    search_device: str
+    placement: Placement  # the device models run on, and how dense indexes are searched
 
     @property
     def n_docs(self) -> int: ...
@@ -174,7 +183,12 @@ class Collection(Protocol):
 
     def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray: ...
 
-    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray: ...
+    def passage_stage(self, batch: QueryBatch, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
+        """DHR's passage stage for a batch: each query's documents' passages scored, fused, cut (:mod:`hiera.index.passage_stage`)."""
+        ...
+
+    @property
+    def passage_backend(self) -> str: ...
 
     # hydration
     def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]: ...
@@ -434,15 +448,17 @@ def score_rows(matrix: VectorMatrix, positions: np.ndarray, q: np.ndarray) -> np
 class LocalCollection:
     """The indexes of one (unsharded) build, loaded lazily; the :class:`Collection` retrievers usually read."""
 
-    def __init__(self, root: str | Path, *, device: str = "auto", **options: Any) -> None:
+    def __init__(self, root: str | Path, *, device: str = "auto", dense_search: str = "auto", **options: Any) -> None:
         """``options`` open the :class:`BuildView` (``doc_encoder``, ``passage_encoder``, ``mmap``, ``cache_dir``,
         ``vectors``, ``backend``).
 
         ``backend`` runs the query encoders (:mod:`hiera.backends`); default:
-        the one the build encoded with. ``device`` is where dense indexes are
-        searched: ``faiss`` (the indexes as built), ``cuda`` or ``cpu`` (exact
-        search with torch, :mod:`hiera.index.exact`), ``auto`` (``cuda`` when
-        there is a GPU, else ``faiss``); :attr:`search_device` says which.
+        the one the build encoded with. ``device`` is where models (and exact
+        scans) run: ``cpu``, ``cuda``, ``auto`` (``cuda`` when torch sees a
+        GPU). ``dense_search`` is how dense indexes are searched: ``faiss``
+        (the indexes as built), ``exact`` (every vector scanned with torch on
+        the device, :mod:`hiera.index.exact`), ``auto`` (``exact`` on ``cuda``,
+        else ``faiss``). Both are resolved here, once; :attr:`placement` says which.
 
         ``vectors="float32"`` upcasts the stored float16 vector matrices once,
         into memory. It doubles their size and drops the mmap, but DHR's
@@ -455,8 +471,8 @@ class LocalCollection:
             raise ManifestMismatchError(
                 f"the live build of {self.view.root} is sharded; open it with hiera.builds.open_collection"
             )
-        self.search_device = resolve_device(device)
-        self.view.model_device = model_device(self.search_device)
+        self.placement = resolve_placement(device, dense_search)
+        self.view.model_device = self.placement.device
 
     def check_method(self, name: str) -> None:
         """Every registry method runs on one build."""
@@ -502,8 +518,8 @@ class LocalCollection:
         holds, not a second read of its file).
         """
         self.view.need("dense", self.view.has_dense)
-        if self.search_device != "faiss":
-            return TorchExactIndex(vectors(), self.search_device)
+        if self.placement.dense_search == "exact":
+            return TorchExactIndex(vectors(), self.placement.device)
         return load_faiss(self.view.build_dir / "dense" / name, self.view.mmap)
 
     @cached_property
@@ -513,14 +529,6 @@ class LocalCollection:
     @cached_property
     def doc_faiss(self) -> Any:
         return self._faiss("docs.faiss", lambda: self.doc_vectors)
-
-    @cached_property
-    def device_passage_stage(self) -> DevicePassageStage | None:
-        """DHR's passage stage on the torch search device (``cuda``, or ``cpu`` for exact search); None with FAISS."""
-        if self.search_device == "faiss" or not self.view.has_dense:
-            return None
-        index = self.passage_faiss
-        return DevicePassageStage(index, self.view.doc_offsets) if isinstance(index, TorchExactIndex) else None
 
     @cached_property
     def doc_mean_faiss(self) -> Any:
@@ -548,9 +556,27 @@ class LocalCollection:
         """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
         return score_rows(self.passage_vectors, positions, qp)
 
-    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
-        """BM25 scores of the passages at ``positions`` (DHR's hybrid passage stage)."""
+    def _bm25_at(self, query: str, positions: np.ndarray) -> np.ndarray:
         return self.bm25_passages.scores_at(query, positions)
+
+    @cached_property
+    def _passage_stage(self) -> HostPassageStage | TorchPassageStage:
+        """The backend, chosen with the placement: torch on the device for exact search, numpy with FAISS."""
+        bm25_at = self._bm25_at  # a build without BM25 refuses the hybrid stage when it is asked for, not before
+        if self.placement.dense_search == "exact" and self.view.has_dense:
+            index = self.passage_faiss
+            return TorchPassageStage(index.matrix, self.view.doc_offsets, self.placement.device, bm25_at)
+        return HostPassageStage(self.view.doc_offsets, matrix_scorer(lambda: self.passage_vectors, bm25_at))
+
+    @property
+    def passage_backend(self) -> str:
+        """``numpy`` or ``torch``: which backend runs DHR's passage stage (traces report it)."""
+        return self._passage_stage.backend
+
+    def passage_stage(self, batch: QueryBatch, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
+        """DHR's passage stage for a whole batch (:mod:`hiera.index.passage_stage`)."""
+        qp = batch.vectors.get("qp") if spec.dense else None
+        return self._passage_stage.run(batch.texts, qp, docs, spec)
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

@@ -1,5 +1,10 @@
 """Every way hiera combines scores, in one place: RRF, interpolation, max, and DHR's fused score.
 
+A leaf below the collections and indexes: DHR's passage stage runs on numpy
+arrays (one query) and on torch tensors (a padded batch on a GPU), and both
+backends call :func:`passage_score` and :func:`dhr_score` here, so the two
+cannot drift apart.
+
 One policy for a candidate missing from one of the lists being fused:
 
 * rank-based fusion (RRF): a missing candidate contributes nothing from that
@@ -16,7 +21,7 @@ first on every surface.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -96,6 +101,34 @@ def mix(first: np.ndarray, second: np.ndarray, alpha: float) -> np.ndarray:
     return alpha * first + (1.0 - alpha) * second
 
 
-def dhr_score(passage: np.ndarray, doc: np.ndarray, lam: float) -> np.ndarray:
-    """DHR's final score: passage score + λ · document score (the paper's eq. 5)."""
+def dhr_score(passage: Any, doc: Any, lam: float) -> Any:
+    """DHR's final score: passage score + λ · document score (the paper's eq. 5). numpy arrays or torch tensors."""
     return passage + lam * doc
+
+
+def _row_max(x: Any) -> Any:
+    """The largest value of each row (the last axis), kept as a column: numpy or torch."""
+    if isinstance(x, np.ndarray):
+        return x.max(axis=-1, keepdims=True) if x.shape[-1] else np.zeros((*x.shape[:-1], 1), x.dtype)
+    return x.amax(dim=-1, keepdim=True)
+
+
+def passage_score(dense: Any | None, bm25: Any | None, alpha: float) -> Any:
+    """DHR's passage-stage score of each candidate: ``α · BM25 / best + (1 − α) · dense``.
+
+    ``best`` is the query's best BM25 score among its candidates (the last
+    axis: one query's 1-D array, or a batch's rows with padding scored 0);
+    a query where nothing scores above 0 keeps its BM25 as it is
+    (:func:`by_max`). ``α`` = 0 is the paper's dense-only stage (``bm25`` may
+    be ``None``), ``α`` = 1 hierarchical BM25 (``dense`` may be ``None``).
+    Works on numpy arrays and torch tensors alike.
+    """
+    if alpha <= 0 or bm25 is None:
+        if dense is None:
+            raise ValueError("the passage stage needs dense scores when passage_alpha is 0")
+        return dense
+    top = _row_max(bm25)
+    norm = bm25 / (top * (top > 0) + (top <= 0))  # by_max, row by row
+    if alpha >= 1 or dense is None:
+        return norm
+    return mix(norm, dense, alpha)

@@ -233,6 +233,9 @@ class DocStageSpec:
     name: str
     impl: str
     needs: tuple[str, ...]
+    # where it runs: every stage on the host (numpy); a stage that is one dense index search also on a torch device,
+    # where its documents stay for DHR's passage stage
+    backends: tuple[str, ...] = ("numpy",)
 
     def load(self) -> type:
         module, _, cls = self.impl.partition(":")
@@ -242,8 +245,8 @@ class DocStageSpec:
 DOC_STAGES: dict[str, DocStageSpec] = {
     s.name: s
     for s in (
-        DocStageSpec("summary", "hiera.score.docstage:Summary", ("dense",)),
-        DocStageSpec("mean", "hiera.score.docstage:Mean", ("dense",)),
+        DocStageSpec("summary", "hiera.score.docstage:Summary", ("dense",), ("numpy", "torch")),
+        DocStageSpec("mean", "hiera.score.docstage:Mean", ("dense",), ("numpy", "torch")),
         DocStageSpec("bm25", "hiera.score.docstage:Bm25", ("bm25",)),
         DocStageSpec("passage-max", "hiera.score.docstage:PassageMax", ("dense",)),
         DocStageSpec("bm25-passage-max", "hiera.score.docstage:Bm25PassageMax", ("bm25",)),

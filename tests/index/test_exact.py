@@ -8,13 +8,13 @@ import helpers
 import numpy as np
 import pytest
 
-import hiera.index.exact as exact
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import BadInputError
 from hiera.index.build import BuildOptions, build
 from hiera.index.dense import build_faiss, faiss_search
-from hiera.index.exact import TorchExactIndex, resolve_device
+from hiera.index.exact import Placement, TorchExactIndex, resolve_placement
+from hiera.models import cuda_available
 from hiera.retrieve import get_retriever
 
 QUERIES = [q for _, q in list(helpers.TOPIC_QUERIES.items())[:6]]
@@ -38,15 +38,23 @@ def test_torch_exact_index_equals_faiss_flat() -> None:
     assert faiss_search(index, queries[:1], 10_000)[0].shape == (1, 3000)  # k capped at the collection
 
 
-def test_devices_resolve_with_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(exact, "cuda_available", lambda: False)
-    assert resolve_device("auto") == "faiss" and resolve_device("cpu") == "cpu"
+def test_placement_resolves_with_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hiera.models
+
+    monkeypatch.setattr(hiera.models, "cuda_available", lambda: False)
+    assert resolve_placement() == Placement("cpu", "faiss")
+    assert resolve_placement("cpu", "exact") == Placement("cpu", "exact")
     with pytest.raises(BadInputError, match="torch sees no CUDA device here"):
-        resolve_device("cuda")
-    with pytest.raises(BadInputError, match="unknown search device 'tpu'; choose one of: auto, faiss, cuda, cpu"):
-        resolve_device("tpu")
-    monkeypatch.setattr(exact, "cuda_available", lambda: True)
-    assert resolve_device("auto") == "cuda"
+        resolve_placement("cuda")
+    with pytest.raises(BadInputError, match="unknown device 'tpu'"):
+        resolve_placement("tpu")
+    with pytest.raises(BadInputError, match="--dense-search faiss"):  # the old spelling gets the new names
+        resolve_placement("faiss")
+    with pytest.raises(BadInputError, match="unknown mode 'hnsw'"):
+        resolve_placement("cpu", "hnsw")
+    monkeypatch.setattr(hiera.models, "cuda_available", lambda: True)
+    assert resolve_placement() == Placement("cuda", "exact")
+    assert resolve_placement("auto", "faiss") == Placement("cuda", "faiss")
 
 
 def _hits(col: Collection, name: str) -> list[list[tuple[str, float]]]:
@@ -55,10 +63,10 @@ def _hits(col: Collection, name: str) -> list[list[tuple[str, float]]]:
 
 
 def test_collection_on_the_torch_device_gives_the_faiss_results(shared_root: Path) -> None:
-    col = open_collection(shared_root, device="cpu")
-    assert col.search_device == "cpu" and isinstance(col.passage_faiss, TorchExactIndex)
-    assert isinstance(col.doc_faiss, TorchExactIndex)
-    ref = open_collection(shared_root, device="faiss")
+    col = open_collection(shared_root, device="cpu", dense_search="exact")
+    assert col.placement == Placement("cpu", "exact") and isinstance(col.passage_faiss, TorchExactIndex)
+    assert isinstance(col.doc_faiss, TorchExactIndex) and col.passage_backend == "torch"
+    ref = open_collection(shared_root, device="cpu", dense_search="faiss")
     for name in ("dense", "dhr", "hybrid"):
         assert _hits(col, name) == _hits(ref, name), name
 
@@ -67,10 +75,10 @@ def test_an_hnsw_build_is_searched_exactly(shared_root: Path, tmp_path: Path) ->
     root = helpers.copy_collection(shared_root, tmp_path / "col")
     build(root, BuildOptions(progress=False, passage_factory="HNSW4", doc_factory="HNSW4", backend=helpers.SHARED_BACKEND),
           log=helpers.QUIET)
-    exact_col = open_collection(root, device="cpu")
+    exact_col = open_collection(root, device="cpu", dense_search="exact")
     assert isinstance(exact_col.passage_faiss, TorchExactIndex) and isinstance(exact_col.doc_faiss, TorchExactIndex)
-    assert "HNSW" in type(open_collection(root, device="faiss").passage_faiss).__name__
-    flat = open_collection(shared_root, device="faiss")
+    assert "HNSW" in type(open_collection(root, dense_search="faiss").passage_faiss).__name__
+    flat = open_collection(shared_root, dense_search="faiss")
     assert _hits(exact_col, "dense") == _hits(flat, "dense")
 
 
@@ -97,7 +105,7 @@ def test_equal_scores_come_in_position_order() -> None:
     assert ids[0].tolist() == list(range(10))
 
 
-@pytest.mark.skipif(not exact.cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
 def test_cuda_exact_index_equals_the_cpu_one() -> None:
     rng = np.random.default_rng(2)
     vecs = _unit(rng, 20_000, 64).astype(np.float16).astype(np.float32)

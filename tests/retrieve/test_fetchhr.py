@@ -170,7 +170,8 @@ def test_the_default_split_puts_denses_top_first(fetchhr, col: Collection) -> No
 def test_one_batched_search_serves_every_layer(fetchhr, col: Collection) -> None:
     res = fetchhr.search(QUERY, k=12, k_per_layer="2")
     names = [s.name for s in res.trace]
-    assert names == ["encode-query", "heads", "search", *[f"layer{n}" for n in range(1, 7)], "rank"]
+    assert names == ["encode-query", "heads", "search", *[f"layer{n}" for n in range(1, 7)], "rank",
+                     "answered-by"]
     search = res.trace[2]
     assert search.detail["queries"] == 6 and search.detail["depth"] == 12
     assert all(s.detail["searches"] == 0 for s in res.trace if s.name.startswith("layer"))  # exact: no re-search

@@ -24,7 +24,7 @@ from hiera.retrieve import get_retriever
 
 N_QUESTIONS = 6
 STEPS = ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition", "decomposition-linking",
-         "linked-documents", "coarse-filter", "rerank", "coverage"]
+         "linked-documents", "coarse-filter", "rerank", "coverage", "answered-by"]
 ALIAS = "Shirley Jane Temple"  # a redirect the sample does not contain
 
 

@@ -43,7 +43,8 @@ def test_end_to_end_on_real_queries(quest_col: Collection, quest: dict) -> None:
         assert res.answer_set is not None and res.level == "doc"
         assert set_f1(set(res.answer_set), gold) >= 0.8, (q.query, res.answer_set, gold)
         steps = {s.name: s for s in res.trace}
-        assert list(steps) == ["encode-query", "parse", "candidates", "classify", "set-algebra", "evidence"][
+        assert list(steps) == ["encode-query", "parse", "candidates", "classify", "set-algebra", "evidence",
+                               "answered-by"][
             1 - ("encode-query" in steps):
         ]
         parse = steps["parse"].detail

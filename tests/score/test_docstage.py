@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hiera.collection import Collection
+from hiera.query import text_query
 from hiera.score.docstage import DOC_STAGES
 from hiera.score.docstage import stage as doc_stage
 
@@ -17,9 +18,9 @@ ATOL = 1e-2  # index vectors are stored as float16
 def test_doc_stage_scorers_directly(col: Collection, ref: helpers.Reference, stage: str) -> None:
     q = "lava and jazz saxophone"
     qv = ref.query(q)
-    ctx = {"qp": qv, "qd": qv}
-    pos, sc = doc_stage(stage).top(col, q, ctx, col.n_docs)
-    full = doc_stage(stage).all(col, q, ctx)
+    query = text_query(q, qp=qv, qd=qv)
+    pos, sc = doc_stage(stage).top(col, query, col.n_docs)
+    full = doc_stage(stage).all(col, query)
     assert full.shape == (col.n_docs,)
     assert np.all(np.diff(sc) <= 1e-7) and np.all(np.abs(sc) <= 1 + 1e-5)
     # both views agree (summary: FAISS float32 vectors vs the float16 matrix)
@@ -27,7 +28,7 @@ def test_doc_stage_scorers_directly(col: Collection, ref: helpers.Reference, sta
     top2 = {d.id for d in col.docs_at(pos[:2])}
     assert top2 == {"volcanoes", "jazz"}, (stage, top2)
     # k1 cuts the same ranking
-    pos1, sc1 = doc_stage(stage).top(col, q, ctx, 1)
+    pos1, sc1 = doc_stage(stage).top(col, query, 1)
     assert pos1.tolist() == pos[:1].tolist()
 
     ps = ref.P @ qv

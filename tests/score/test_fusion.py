@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hiera.score.fusion import RRF_K, Ranked, align, by_max, dhr_score, interpolate, minmax, mix, rrf
+from hiera.fusion import RRF_K, Ranked, align, by_max, dhr_score, interpolate, minmax, mix, rrf
 
 
 def _r(ids: list[int], scores: list[float]) -> Ranked:

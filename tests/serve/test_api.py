@@ -21,7 +21,7 @@ from hiera.backends import check_backend
 from hiera.builds import open_collection
 from hiera.corpus.store import CorpusStore
 from hiera.encode import DEFAULT_BACKEND
-from hiera.index.exact import cuda_available
+from hiera.models import cuda_available
 from hiera.retrieve import RETRIEVERS, get_retriever
 from hiera.serve import api
 
@@ -79,7 +79,7 @@ class TestSearch:
         assert top["section_path"] == ["Colony", "Workers"]
         assert top["stages"]["doc"]["rank"] == 1
         assert "Worker bees are sterile females" in top["text"]
-        assert [s["name"] for s in body["trace"]][-1] == "passage-stage"
+        assert [s["name"] for s in body["trace"]][-2:] == ["passage-stage", "answered-by"]
         assert all(s["ms"] >= 0 for s in body["trace"])
 
     def test_nested_section_path(self, client: TestClient) -> None:
@@ -295,7 +295,9 @@ class TestHealthAndPage:
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12
             assert m["backend"] == check_backend(DEFAULT_BACKEND)  # what ran the encoders (the queries' too)
-        assert h["search_device"] == ("cuda" if cuda_available() else "faiss")
+        gpu = cuda_available()
+        assert (h["device"], h["dense_search"]) == (("cuda", "exact") if gpu else ("cpu", "faiss"))
+        assert h["passage_stage"] == ("torch" if gpu else "numpy")
         assert h["retriever_params"]["dhr"] == dhr_defaults(collection_dir)
         assert h["retriever_levels"]["bm25-doc"] == ["doc"] and h["retriever_levels"]["dhr"] == ["passage", "doc"]
 

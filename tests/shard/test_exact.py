@@ -121,11 +121,12 @@ class CountingFanOut:
         self.inner.close()
 
 
-@pytest.mark.parametrize("name,trips", [("hybrid", ["passage_lists"]), ("dhr", ["passage_lists"])])
+@pytest.mark.parametrize("name,trips", [("hybrid", ["passage_lists"]),
+                                        ("dhr", ["passage_lists", "score_candidates"])])
 def test_fused_methods_ask_each_shard_once(sharded3: Path, cols: dict[str, Collection], name: str,
                                            trips: list[str]) -> None:
-    """Every round trip costs milliseconds behind Ray Serve: hybrid and the default DHR (hybrid-max documents,
-    then their passages' dense scores, computed ahead by the shards) make one per query, and stay exact."""
+    """Every round trip costs milliseconds behind Ray Serve: hybrid makes one per query; the default DHR one for its
+    hybrid-max documents and one for the passage stage (for a whole batch at once), and both stay exact."""
     col = ShardedCollection(sharded3)
     counting = CountingFanOut(col.fanout)
     col.fanout = counting  # before the index proxies exist: they keep the fan-out they were made with

@@ -17,7 +17,7 @@ from hiera.cli.common import AddCommand, add_device_option
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
-    from hiera.index.exact import model_device
+    from hiera.index.exact import resolve_placement
     from hiera.read.pipeline import answer
     from hiera.read.reader import Reader
     from hiera.retrieve import get_retriever
@@ -25,14 +25,15 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
     search_params, read_params = parse_reader_assignments(args.set, [args.retriever])
     # the reader first: a wrong directory fails before the indexes load
-    reader = Reader(args.reader, device=model_device(args.device))
-    col = open_collection(args.index, device=args.device)
+    placement = resolve_placement(args.device, args.dense_search)  # a bad choice is refused before any model loads
+    reader = Reader(args.reader, device=placement.device)
+    col = open_collection(args.index, device=args.device, dense_search=args.dense_search)
     retriever = get_retriever(args.retriever, col)
     if args.rerank:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=model_device(args.device)),
+        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=placement.device),
                                     depth=max(args.rerank_depth, args.k))
     sep = col.store.title_sep
     out = answer(retriever, reader, args.query, k=args.k, search_params=search_params[args.retriever],

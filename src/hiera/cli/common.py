@@ -31,19 +31,34 @@ def log_unless(quiet: bool) -> Callable[[str], None]:
     return (lambda m: None) if quiet else log
 
 
+def _device(name: str) -> str:
+    """``--device``'s type: the model devices, and a one-line hint for a dense-search mode given as a device."""
+    key = name.strip().lower()
+    if key == "faiss":
+        raise argparse.ArgumentTypeError(
+            "'faiss' is not a device: models run on --device auto|cpu|cuda, and the FAISS indexes as built are "
+            "--dense-search faiss (e.g. --device cpu --dense-search faiss)")
+    if key not in ("auto", "cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"invalid device {name!r} (choose from auto, cpu, cuda)")
+    return key
+
+
 def add_device_option(sp: argparse.ArgumentParser, search: bool = False) -> None:
-    """``--device``: one meaning everywhere a model or an index runs (commands that search also take ``faiss``).
+    """``--device`` (where models run) everywhere a model runs; commands that search also take ``--dense-search``.
 
     ``auto`` (the default) is ``cuda`` when torch sees a GPU, else the CPU
     path as it was (FAISS indexes, the CPU encoder backends); nothing changes
     on a machine without a GPU.
     """
     if search:
-        sp.add_argument("--device", default="auto", choices=["auto", "faiss", "cpu", "cuda"],
-                        help="where models run and dense indexes are searched: cuda (models in float16, exact search "
-                             "and DHR's passage stage on the GPU), cpu (exact search with torch), faiss (the FAISS "
-                             "indexes as built, models on the CPU); auto: cuda when there is a GPU, else faiss")
+        sp.add_argument("--device", default="auto", type=_device, metavar="{auto,cpu,cuda}",
+                        help="where models run (query encoders, reader, reranker) and exact scans with them: cuda "
+                             "(float16 models on the GPU), cpu; auto: cuda when torch sees a GPU, else cpu")
+        sp.add_argument("--dense-search", default="auto", choices=["auto", "faiss", "exact"],
+                        help="how dense indexes are searched: faiss (the FAISS indexes as built, approximate where "
+                             "they are), exact (every vector scanned with torch on --device, and DHR's passage stage "
+                             "there); auto: exact on cuda, else faiss")
     else:
-        sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+        sp.add_argument("--device", default="auto", type=_device, metavar="{auto,cpu,cuda}",
                         help="where the models run: cuda (float16 inference, mixed-precision training), cpu; "
                              "auto: cuda when torch sees a GPU, else cpu")

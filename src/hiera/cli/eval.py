@@ -42,13 +42,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
     from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
-    from hiera.index.exact import model_device
+    from hiera.index.exact import resolve_placement
     from hiera.retrieve import get_retriever
     from hiera.spec import MAX_K, parse_assignments, parse_reader_assignments
 
     names = list(dict.fromkeys(n.strip() for n in args.retrievers.split(",") if n.strip()))
     if not names:
         raise BadInputError("--retrievers names no retriever")
+    placement = resolve_placement(args.device, args.dense_search)
     # unknown names and bad values fail before any work; reader parameters only with a reader
     _question_options(args)
     params, read_params = parse_reader_assignments(args.set, names) if args.reader else (parse_assignments(args.set, names), {})
@@ -66,8 +67,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.reader:
         from hiera.read.reader import Reader
 
-        reader = Reader(args.reader, device=model_device(args.device), **read_params)  # fails before any retrieval
-    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
+        reader = Reader(args.reader, device=placement.device, **read_params)  # fails before any retrieval
+    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device,
+                          dense_search=args.dense_search)
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
                                **_question_options(args))
     log = _log if not args.quiet else (lambda m: None)
@@ -76,7 +78,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        reranker = Reranker(args.rerank, device=model_device(args.device))
+        reranker = Reranker(args.rerank, device=placement.device)
     runs = {}
     for n in names:
         t = time.perf_counter()
@@ -120,7 +122,8 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
 
     if args.rerank:
         raise BadInputError("--rerank does not apply to --format quest (the sets method classifies its candidates)")
-    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device)
+    col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device,
+                          dense_search=args.dense_search)
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     log = _log if not args.quiet else (lambda m: None)
     runs = {}

@@ -59,7 +59,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace, nlp: Any) -> int:
     from hiera.builds import open_collection
-    from hiera.index.exact import model_device
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_assignments
 
@@ -68,7 +67,7 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
         params.update(parse_assignments(["decomposer=endpoint", f"decomposer_url={args.decomposer_url}"],
                                         [args.retriever])[args.retriever])
     col = open_collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
-                     backend=args.backend, device=args.device)
+                     backend=args.backend, device=args.device, dense_search=args.dense_search)
     if nlp is not None:
         from hiera.link.pipeline import linker_for
 
@@ -78,7 +77,7 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
         from hiera.crossencoder import Reranker
         from hiera.retrieve.rerank import RerankRetriever
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=model_device(args.device)),
+        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=col.placement.device),
                                     depth=args.rerank_depth)
     res = retriever.search(args.query, k=args.k, level=args.level, **params)
     if args.json:

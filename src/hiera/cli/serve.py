@@ -80,6 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         reader=Path(args.reader) if args.reader else None,
         vectors=args.vectors,
         device=args.device,
+        dense_search=args.dense_search,
         api_key=api_key,
         cors_origin=args.cors_origin,
         search_timeout=args.search_timeout,

@@ -27,13 +27,14 @@ from hiera.corpus.store import CorpusStore
 from hiera.errors import BadInputError, HieraError
 from hiera.eval.match import has_answer
 from hiera.eval.questions import Question
+from hiera.fusion import dhr_score, mix, passage_score
 from hiera.index.manifest import write_tuned
+from hiera.index.passage_stage import StageResult
 from hiera.index.publish import live_build_dir
 from hiera.index.select import topk
 from hiera.lock import writer_lock
 from hiera.retrieve.dhr import DhrRetriever
-from hiera.score.docstage import HYBRID_DEPTH, STAGES
-from hiera.score.fusion import mix
+from hiera.score.docstage import HYBRID_DEPTH, stage
 from hiera.spec import DOC_ALPHA, LAM, PASSAGE_ALPHA, TOP_DOCS
 
 
@@ -81,15 +82,10 @@ def tune_dhr(
     fixed["passage_alpha"] = pa_grid[0]  # the grid decides; the build's value must not leak into candidates
     r = DhrRetriever(col, **fixed)
     params = dict(r.defaults)
-    stage = params["doc_stage"]
     texts = [q.text for q in questions]
-    ctxs = []
-    for i in range(0, len(texts), 64):
-        ctxs.extend(r._prepare(texts[i : i + 64], params))
-    cands = [
-        r.candidates(q, ctx, max(td_grid), stage, with_bm25=max(pa_grid) > 0)
-        for q, ctx in tqdm(zip(texts, ctxs, strict=True), total=len(texts), desc="candidates", disable=not progress, leave=False)
-    ]
+    cands: list[StageResult] = []
+    for i in tqdm(range(0, len(texts), 64), desc="candidates", disable=not progress, leave=False):
+        cands.extend(r.candidates(r._prepare(texts[i : i + 64], params), max(td_grid), with_bm25=max(pa_grid) > 0))
     memo: dict[tuple[int, int], bool] = {}
 
     def answer_at(qi: int, pos: int) -> bool:
@@ -102,9 +98,9 @@ def tune_dhr(
     def score(lam: float, td: int, pa: float) -> tuple[float, float]:
         hit_k = hit_1 = 0
         for qi, c in enumerate(cands):
-            keep, final = c.fused(lam, td, pa)
+            keep, final = refuse(c, lam, td, pa)
             sel, _ = topk(final, target_k)
-            pos = c.passages[keep][sel]
+            pos = c.positions[keep][sel]
             flags = [answer_at(qi, int(p)) for p in pos]
             hit_k += any(flags)
             hit_1 += bool(flags[:1] and flags[0])
@@ -130,6 +126,15 @@ def tune_dhr(
     return TuneResult(params=chosen, target=best[0], top1=best[1], grid=grid, target_k=target_k)
 
 
+def refuse(c: StageResult, lam: float, top_docs: int, passage_alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(kept candidates, DHR scores) of one question's unfused candidates for another (λ, top_docs, α): the passages
+    of its first ``top_docs`` documents, fused as the passage stage fuses them (:func:`hiera.fusion.passage_score`)."""
+    keep = np.flatnonzero(c.doc_index < top_docs)
+    dense = (c.dense if c.dense is not None else c.passage)[keep]
+    bm25 = c.bm25[keep] if c.bm25 is not None else None
+    return keep, dhr_score(passage_score(dense, bm25, passage_alpha), c.doc_score[keep], lam)
+
+
 def tune_doc_alpha(
     col: Any, questions: Sequence[Question], alphas: Sequence[float] | None = None, progress: bool = True
 ) -> tuple[float, dict[float, float]]:
@@ -145,16 +150,15 @@ def tune_doc_alpha(
     r = DhrRetriever(col, doc_stage="hybrid-max")
     doc_ids = [d.id for d in col.store.iter_docs()]
     hits = dict.fromkeys(alphas, 0)
-    ctxs = []
-    for i in range(0, len(qs), 64):
-        ctxs.extend(r._prepare([q.text for q in qs[i : i + 64]], r.defaults))
-    hybrid = STAGES["hybrid-max"]
-    for q, ctx in tqdm(zip(qs, ctxs, strict=True), total=len(qs), desc="doc alpha", disable=not progress, leave=False):
-        docs, b, d = hybrid.components(col, q.text, ctx, HYBRID_DEPTH)
-        if len(docs) == 0:
-            continue
-        for a in alphas:
-            hits[a] += doc_ids[int(docs[int(np.argmax(mix(b, d, a)))])] in q.gold_docs
+    hybrid = stage("hybrid-max")
+    for i in tqdm(range(0, len(qs), 64), desc="doc alpha", disable=not progress, leave=False):
+        batch = r._prepare([q.text for q in qs[i : i + 64]], r.defaults)
+        for query, q in zip(batch, qs[i : i + 64], strict=True):
+            docs, b, d = hybrid.components(col, query, HYBRID_DEPTH)  # type: ignore[attr-defined]
+            if len(docs) == 0:
+                continue
+            for a in alphas:
+                hits[a] += doc_ids[int(docs[int(np.argmax(mix(b, d, a)))])] in q.gold_docs
     scores = {a: hits[a] / len(qs) for a in alphas}
     best = max(alphas, key=lambda a: (scores[a], -abs(a - 0.5)))
     return best, scores

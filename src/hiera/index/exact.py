@@ -20,12 +20,12 @@ float32 (their stored rows times the float32 query, as a CPU computes them)
 before the top ``k`` is taken, ties by position: the results are the CPU
 exact path's, not a float16 approximation of them.
 
-:class:`DevicePassageStage` is DHR's passage stage on the same device: the
-chosen documents' passage rows are gathered from the device-resident matrix
-through the offset table, scored, fused with the document scores and cut to
-the top ``k`` there, for a whole batch of queries at once, and one packed
-array per batch comes back to the host (issue 32 measured the CPU gather at
-2–4× the cost of the rest of a GPU search).
+Where searches run is two separate choices, resolved once when a collection
+is opened (:func:`resolve_placement`): the *device* (``cpu`` or ``cuda``:
+where models run, and exact scans with them) and the *dense search* (``faiss``:
+the FAISS indexes as built, approximate where they are; ``exact``: this
+module's exhaustive scan on the device). DHR's passage stage follows the
+same choice (:mod:`hiera.index.passage_stage`).
 """
 
 from __future__ import annotations
@@ -37,32 +37,43 @@ from typing import Any
 import numpy as np
 
 from hiera.errors import BadInputError
-from hiera.models import cuda_available
+from hiera.models import DEVICES, resolve_device
 
-DEVICES = ("auto", "faiss", "cuda", "cpu")
+DENSE_SEARCH = ("auto", "faiss", "exact")
 _QUERY_BATCH = 256  # queries per matrix product: bounds the (queries × vectors) score block
 _RESCORE_FLOATS = 1 << 24  # float32 values of gathered rows rescored at once (a k of millions stays bounded)
 
 
-def model_device(search_device: str) -> str:
-    """Where models run for a search device: ``cuda`` → the GPU, ``faiss`` / ``cpu`` → the CPU, ``auto`` → ``auto``.
+@dataclass(frozen=True)
+class Placement:
+    """Where a collection is searched: the device models and exact scans run on, and how dense indexes are searched."""
 
-    One meaning of ``--device`` for every command that searches: it says where
-    the indexes are searched *and* where the models (query encoders, reader,
-    reranker) run; ``faiss`` is the CPU with the indexes as built.
-    """
-    return {"cuda": "cuda", "auto": "auto"}.get(search_device, "cpu")
+    device: str  # "cpu" | "cuda"
+    dense_search: str  # "faiss" | "exact"
+
+    def describe(self) -> str:
+        """``exact on cuda``, ``faiss on cpu``: what a trace and /health report."""
+        return f"{self.dense_search} on {self.device}"
 
 
-def resolve_device(name: str) -> str:
-    """``auto``: ``cuda`` when torch sees a GPU, else ``faiss`` (the indexes as built); a bad name is one line."""
-    if name not in DEVICES:
-        raise BadInputError(f"unknown search device {name!r}; choose one of: {', '.join(DEVICES)}")
-    if name == "auto":
-        return "cuda" if cuda_available() else "faiss"
-    if name == "cuda" and not cuda_available():
-        raise BadInputError("--device cuda: torch sees no CUDA device here; use auto, faiss or cpu")
-    return name
+def resolve_placement(device: str | None = "auto", dense_search: str | None = "auto") -> Placement:
+    """Both choices resolved once: ``auto`` device → ``cuda`` when torch sees a GPU; ``auto`` search → ``exact`` on
+    ``cuda`` (a GPU scans every vector faster than a CPU walks a graph), else ``faiss``. Bad names are one line."""
+    dev = str(device or "auto").strip().lower()
+    if dev in ("faiss",):
+        raise BadInputError("--device faiss: the device is where models run (auto, cpu, cuda); the FAISS indexes "
+                            "as built are --dense-search faiss (dense_search='faiss'), e.g. --device cpu "
+                            "--dense-search faiss")
+    if dev not in DEVICES:
+        raise BadInputError(f"--device: unknown device {device!r}; choose one of: {', '.join(DEVICES)} "
+                            "(how dense indexes are searched is --dense-search faiss|exact)")
+    resolved = resolve_device(dev)
+    mode = str(dense_search or "auto").strip().lower()
+    if mode not in DENSE_SEARCH:
+        raise BadInputError(f"--dense-search: unknown mode {dense_search!r}; choose one of: {', '.join(DENSE_SEARCH)}")
+    if mode == "auto":
+        mode = "exact" if resolved == "cuda" else "faiss"
+    return Placement(resolved, mode)
 
 
 class TorchExactIndex:
@@ -141,128 +152,3 @@ def best_first(scores: Any, ids: Any, k: int) -> tuple[Any, Any]:
     scores = scores.gather(1, perm)
     scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
     return scores[:, :k], ids.gather(1, order)[:, :k]
-
-
-@dataclass
-class StageResult:
-    """One query's top ``k`` of DHR's passage stage, as numpy arrays aligned with ``positions``."""
-
-    positions: np.ndarray  # passage positions, best first
-    scores: np.ndarray  # passage stage + λ · document score
-    doc_index: np.ndarray  # index into the query's document list of each hit's document (its doc rank − 1)
-    doc_score: np.ndarray  # that document's score
-    passage: np.ndarray  # passage-stage score (dense, or α · BM25/best + (1 − α) · dense)
-    passage_rank: np.ndarray  # its rank among all the query's candidates (1-based, stable)
-    dense: np.ndarray
-    dense_rank: np.ndarray
-    bm25: np.ndarray | None
-    bm25_rank: np.ndarray | None
-    candidates: int
-
-
-class DevicePassageStage:
-    """DHR's passage stage on a torch device: gather, score, fuse and cut there, one transfer per batch.
-
-    The arithmetic is :class:`hiera.retrieve.dhr.Candidates`' (dense cosine
-    of the stored float16 row in float32; with ``passage_alpha`` > 0,
-    ``α · BM25/best + (1 − α) · dense``; then ``+ λ · document score``; top
-    ``k`` with ties by candidate order), so results equal the CPU path's; on
-    a CPU device the same code runs, which is how the tests check it.
-    """
-
-    def __init__(self, index: TorchExactIndex, offsets: np.ndarray) -> None:
-        import torch
-
-        self._torch = torch
-        self.index = index
-        self.device = index.device
-        self.offsets = torch.from_numpy(np.asarray(offsets, dtype=np.int64)).to(self.device)
-
-    def candidates(self, docs: Any) -> tuple[Any, Any]:
-        """``(passage positions, index into docs)`` of every passage of ``docs`` (a device tensor), grouped by document."""
-        torch = self._torch
-        starts, ends = self.offsets[docs], self.offsets[docs + 1]
-        counts = ends - starts
-        per_doc = torch.repeat_interleave(torch.arange(len(docs), device=self.device), counts)
-        first = torch.cumsum(counts, 0) - counts  # where each document's block starts among the candidates
-        pos = starts[per_doc] + torch.arange(len(per_doc), device=self.device) - first[per_doc]
-        return pos, per_doc
-
-    def run(
-        self,
-        queries: np.ndarray,
-        docs: list[Any],
-        doc_scores: list[Any],
-        k: int,
-        lam: float,
-        passage_alpha: float = 0.0,
-        bm25: list[np.ndarray] | None = None,
-    ) -> list[StageResult]:
-        """The top ``k`` passages of each query's documents (device tensors or numpy arrays, best first).
-
-        ``bm25``: per query, the BM25 score of each candidate in the order of
-        :meth:`candidates` (the hybrid passage stage; computed on the host,
-        where BM25 lives).
-        """
-        torch = self._torch
-        dev = self.device
-        with torch.inference_mode():
-            q = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)).to(dev)
-            per_query, lengths = [], []
-            for b in range(len(docs)):
-                d = torch.as_tensor(docs[b], device=dev).long()
-                pos, per_doc = self.candidates(d)
-                dense = self.index.matrix[pos].float() @ q[b]
-                ds = torch.as_tensor(doc_scores[b], device=dev).float()
-                per_query.append((pos, per_doc, dense, ds))
-                lengths.append(len(pos))
-            n = max(1, max(lengths, default=0))
-            kk = min(int(k), n)
-            packed = torch.full((len(docs), max(kk, 1), 10), float("nan"), dtype=torch.float64, device=dev)
-            for b, (pos, per_doc, dense, ds) in enumerate(per_query):
-                m = len(pos)
-                if m == 0:
-                    continue
-                bm = None
-                stage = dense
-                if bm25 is not None and passage_alpha > 0:
-                    bm = torch.as_tensor(np.asarray(bm25[b], dtype=np.float32), device=dev)
-                    top = bm.max()
-                    norm = torch.where(top > 0, bm / top, bm)
-                    stage = passage_alpha * norm + (1.0 - passage_alpha) * dense
-                final = stage + lam * ds[per_doc]
-                sc, sel = best_first(final[None], torch.arange(m, device=dev)[None], min(kk, m))
-                sc, sel = sc[0], sel[0]
-                cols = [pos[sel].double(), sc.double(), per_doc[sel].double(), ds[per_doc[sel]].double(),
-                        stage[sel].double(),
-                        _ranks(stage, sel).double(), dense[sel].double(), _ranks(dense, sel).double()]
-                if bm is not None:
-                    cols += [bm[sel].double(), _ranks(bm, sel).double()]
-                else:
-                    cols += [torch.full_like(sc, float("nan"), dtype=torch.float64)] * 2
-                packed[b, : len(sel)] = torch.stack(cols, dim=1)
-            host = packed.cpu().numpy()  # the one transfer of the batch
-        out = []
-        for b, m in enumerate(lengths):
-            rows = host[b, : min(kk, m)] if m else host[b, :0]
-            has_bm = bm25 is not None and passage_alpha > 0
-            out.append(StageResult(
-                positions=rows[:, 0].astype(np.int64), scores=rows[:, 1].astype(np.float32),
-                doc_index=rows[:, 2].astype(np.int64), doc_score=rows[:, 3].astype(np.float32),
-                passage=rows[:, 4].astype(np.float32), passage_rank=rows[:, 5].astype(np.int64),
-                dense=rows[:, 6].astype(np.float32), dense_rank=rows[:, 7].astype(np.int64),
-                bm25=rows[:, 8].astype(np.float32) if has_bm else None,
-                bm25_rank=rows[:, 9].astype(np.int64) if has_bm else None,
-                candidates=m,
-            ))
-        return out
-
-
-def _ranks(scores: Any, sel: Any) -> Any:
-    """1-based stable rank of ``scores[sel]`` within ``scores`` (:func:`hiera.index.select.ranks_of` for a few)."""
-    import torch
-
-    s = scores[sel][:, None]
-    idx = torch.arange(len(scores), device=scores.device)[None, :]
-    ahead = (scores[None, :] > s) | ((scores[None, :] == s) & (idx < sel[:, None]))
-    return ahead.sum(dim=1) + 1

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from hiera.fusion import by_max
 from hiera.link.mentions import Mention
 from hiera.link.titles import TitleIndex, TitleMatch
-from hiera.score.fusion import by_max
 from hiera.text import name_key
 
 KIND_WEIGHT = {"entity": 1.0, "quoted": 1.0, "capitalized": 0.9, "noun-chunk": 0.6, "bridge": 1.0}

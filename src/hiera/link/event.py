@@ -3,7 +3,7 @@
 The paper's EveLink links event mentions and whole sentences to Wikipedia
 pages; our equivalent matches the text against every document's summary
 (title + lead + table of contents) with two scorers fused by reciprocal
-rank (:func:`hiera.score.fusion.rrf`): the document encoder's cosine
+rank (:func:`hiera.fusion.rrf`): the document encoder's cosine
 (the ``summary`` document stage's FAISS index) and BM25 over documents (the
 ``bm25`` stage). A build without a dense index links by BM25 alone. The top
 ``n`` documents are linked, each with its fused score divided by the best
@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from hiera.fusion import Ranked, by_max, rrf
 from hiera.index.select import topk
-from hiera.score.docstage import STAGES
-from hiera.score.fusion import Ranked, by_max, rrf
+from hiera.query import text_query
+from hiera.score.docstage import stage
 
 DEPTH = 50  # documents each scorer contributes before fusion
 
@@ -52,12 +53,12 @@ class EventLinker:
         depth = min(max(DEPTH, n), col.n_docs)
         lists = []
         if "bm25" in col.built:
-            pos, sc = STAGES["bm25"].top(col, text, {}, depth)
+            pos, sc = stage("bm25").top(col, text_query(text), depth)
             lists.append(Ranked(np.asarray(pos, dtype=np.int64), np.asarray(sc, dtype=np.float32)))
         else:
             lists.append(Ranked(np.zeros(0, np.int64), np.zeros(0, np.float32)))
         if qd is not None and col.has_dense:
-            pos, sc = STAGES["summary"].top(col, text, {"qd": qd}, depth)
+            pos, sc = stage("summary").top(col, text_query(text, qd=qd), depth)
             lists.append(Ranked(pos, sc))
         aligned, fused = rrf(lists)
         if len(aligned.ids) == 0:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from hiera.collection import Collection
+from hiera.fusion import Ranked, by_max, rrf
 from hiera.link.decompose import BRIDGE, Decomposer, Decomposition, get_decomposer
 from hiera.link.entity import Candidate, EntityLinker
 from hiera.link.event import EventHit, EventLinker
@@ -46,7 +47,6 @@ from hiera.link.mentions import Mention, MentionDetector
 from hiera.link.nlp import SpacyModel
 from hiera.link.titles import TitleIndex
 from hiera.results import TraceStep
-from hiera.score.fusion import Ranked, by_max, rrf
 from hiera.text import name_key
 
 LINKER_KEY = "hiera.link.pipeline.Linker"

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from hiera.fusion import by_max
 from hiera.index.dense import faiss_search
 from hiera.index.names import MemoryNames, NameTable
 from hiera.index.select import topk
-from hiera.score.fusion import by_max
 from hiera.text import name_key
 
 

@@ -1,8 +1,11 @@
 """Shared machinery for retrievers: validation, parameters, hit building.
 
-A concrete retriever implements ``_search(query, k, level, params, trace, ctx)``
-returning hits; ``_prepare(queries)`` may compute per-query context in one
-batch (query vectors), which is how ``batch_search`` saves encoder calls.
+A concrete retriever implements ``_search(q, k, level, params, trace)`` for
+one :class:`~hiera.query.Query` returning hits; ``_prepare(queries, params)``
+computes what the whole batch shares in one go (query vectors, a method's own
+prepared state) as a typed :class:`~hiera.query.QueryBatch`, which is how
+``batch_search`` saves encoder calls. A method whose stage is batched
+(DHR's passage stage) overrides ``_search_batch`` instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
+from hiera.query import DOC, PASSAGE, Query, QueryBatch
 from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_query
 from hiera.spec import Level, MethodSpec, method
 
@@ -84,33 +88,46 @@ class BaseRetriever:
         k = check_k(k)
         lvl = self._level(level)
         p = {**self.defaults, **self._check_params({k_: v for k_, v in params.items() if v is not None})}
-        contexts = self._prepare(qs, p)
+        batch = self._prepare(qs, p)
+        traces: list[list[TraceStep]] = [[] for _ in qs]
+        if batch.encode_ms:
+            for trace in traces:
+                trace.append(TraceStep("encode-query", {"batched": len(qs)}, batch.encode_ms))
         out = []
-        for q, ctx in zip(qs, contexts, strict=True):
-            trace: list[TraceStep] = []
-            if ctx.get("encode_ms"):
-                trace.append(TraceStep("encode-query", {"batched": len(qs)}, ctx["encode_ms"]))
-            found = self._search(q, k, lvl, p, trace, ctx)
+        for q, trace, found in zip(batch, traces, self._search_batch(batch, k, lvl, p, traces), strict=True):
             hits, answer_set = (found.hits, found.answer_set) if isinstance(found, Found) else (found, None)
-            out.append(
-                Results(query=q, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace, answer_set=answer_set)
-            )
+            trace.append(TraceStep("answered-by", self.answered_by()))
+            out.append(Results(query=q.text, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace,
+                               answer_set=answer_set))
         return out
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{} for _ in queries]
+    def answered_by(self) -> dict[str, Any]:
+        """Where this search ran: the device models ran on, how dense indexes were searched and their kinds."""
+        placement = self.col.placement
+        return {"device": placement.device, "dense_search": placement.dense_search,
+                "index": dict(self.col.faiss_types), "passage_stage": self.col.passage_backend}
 
-    def _query_vectors(self, queries: list[str], level: Literal["passage", "doc"] = "passage") -> list[dict[str, Any]]:
-        """Context with one encoder's query vector (``qp``: passage encoder, ``qd``: document encoder), one batch."""
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
+        return QueryBatch(queries, params)
+
+    def _search_batch(
+        self, batch: QueryBatch, k: int, level: Level, params: dict[str, Any], traces: list[list[TraceStep]]
+    ) -> list[list[Hit] | Found]:
+        """Every query of the batch, one at a time (a method with a batched stage overrides this)."""
+        return [self._search(q, k, level, params, trace) for q, trace in zip(batch, traces, strict=True)]
+
+    def _query_vectors(
+        self, queries: list[str], params: dict[str, Any], level: Literal["passage", "doc"] = "passage"
+    ) -> QueryBatch:
+        """A batch with one encoder's query vectors (``qp``: passage encoder, ``qd``: document encoder), one call."""
         encoder = self.col.passage_encoder if level == "passage" else self.col.doc_encoder  # loaded before the clock
         t = time.perf_counter()
         vecs = encoder.encode_query(queries)
         ms = (time.perf_counter() - t) * 1000 / len(queries)
-        key = "qp" if level == "passage" else "qd"
-        return [{key: v, "encode_ms": ms} for v in vecs]
+        return QueryBatch(queries, params, {PASSAGE if level == "passage" else DOC: vecs}, ms)
 
     def _search(
-        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
+        self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]
     ) -> list[Hit] | Found:
         raise NotImplementedError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hiera.index.select import docs_from_passages, ranks_of
+from hiera.query import Query
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -15,10 +16,10 @@ class Bm25Retriever(BaseRetriever):
 
     name = "bm25"
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "bm25-passages", depth=depth) as step:
-            pos, sc = self.col.bm25_passages.search(query, depth)
+            pos, sc = self.col.bm25_passages.search(q.text, depth)
             step.detail["found"] = len(pos)
         if level == "passage":
             return self.passage_hits(pos, sc, {"bm25": (sc, ranks_of(sc))})
@@ -31,8 +32,8 @@ class Bm25DocRetriever(BaseRetriever):
 
     name = "bm25-doc"
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         with timed(trace, "bm25-docs", k=k) as step:
-            pos, sc = self.col.bm25_docs.search(query, k)
+            pos, sc = self.col.bm25_docs.search(q.text, k)
             step.detail["found"] = len(pos)
         return self.doc_hits(pos, sc, {"doc": (sc, ranks_of(sc))})

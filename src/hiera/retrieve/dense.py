@@ -6,6 +6,7 @@ from typing import Any
 
 from hiera.index.dense import faiss_search
 from hiera.index.select import docs_from_passages, ranks_of
+from hiera.query import Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -16,13 +17,13 @@ class DenseRetriever(BaseRetriever):
 
     name = "dense"
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._query_vectors(queries)
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
+        return self._query_vectors(queries, params)
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "dense-passages", depth=depth, index=self.col.faiss_types.get("passage")):
-            ids, sc = faiss_search(self.col.passage_faiss, ctx["qp"], depth)
+            ids, sc = faiss_search(self.col.passage_faiss, q.qp, depth)
             keep = ids[0] >= 0
             pos, sc = ids[0][keep], sc[0][keep]
         if level == "passage":

@@ -12,48 +12,73 @@ index are scored independently and fused with the same formula.
 query's best score so λ weighs comparable numbers.
 
 Parameters (``lam``, ``top_docs``, ``doc_stage``, ``doc_alpha``, ``depth``) are
-declared in :mod:`hiera.spec`; the fused score is :func:`hiera.score.fusion.dhr_score`.
+declared in :mod:`hiera.spec`. Both serial methods run their passage stage
+through the collection's one primitive, ``Collection.passage_stage``
+(:mod:`hiera.index.passage_stage`: numpy on the host, torch on a GPU, the
+shards' scores on a sharded build), for a whole batch of queries at once; the
+fused score is :func:`hiera.fusion.dhr_score`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
+from hiera.fusion import dhr_score
 from hiera.index.dense import faiss_search
-from hiera.index.select import concat_ranges, ranks_of, topk
+from hiera.index.passage_stage import PassageSpec, StageResult
+from hiera.index.select import ranks_of, topk
+from hiera.query import PASSAGE, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
-from hiera.retrieve.base import BaseRetriever
-from hiera.retrieve.dhr_device import DeviceBatch, device_stages
-from hiera.score.docstage import STAGES, stage
-from hiera.score.fusion import by_max, dhr_score, mix
+from hiera.retrieve.base import BaseRetriever, Found
+from hiera.score.docstage import stage
 from hiera.spec import Level, resolve_doc_stage
 
 
-class Candidates(NamedTuple):
-    """DHR's passage-stage input: the chosen documents and all their passages."""
+class _Serial(BaseRetriever):
+    """The serial scheme: a document stage, then the passage-stage primitive for the whole batch."""
 
-    docs: np.ndarray  # document positions, best first
-    doc_scores: np.ndarray  # normalized document-stage scores
-    passages: np.ndarray  # passage positions of those documents, grouped by document
-    passage_scores: np.ndarray  # passage-encoder cosine of each candidate
-    per_doc: np.ndarray  # index into ``docs`` of each candidate passage
-    passage_bm25: np.ndarray | None = None  # BM25 score of each candidate (hybrid passage stage only)
+    _with_dense = True  # the passage stage's dense scores (hierarchical BM25 has none)
 
-    def passage_stage(self, passage_alpha: float, keep: np.ndarray | None = None) -> np.ndarray:
-        """Passage-stage score: the cosine, or mixed with BM25 / the best BM25 among the kept candidates."""
-        dense = self.passage_scores if keep is None else self.passage_scores[keep]
-        if passage_alpha <= 0 or self.passage_bm25 is None:
-            return dense
-        bm25 = self.passage_bm25 if keep is None else self.passage_bm25[keep]
-        return mix(by_max(bm25), dense, passage_alpha)
+    def _doc_stage(self, params: dict[str, Any]) -> str:
+        return params["doc_stage"]
 
-    def fused(self, lam: float, top_docs: int | None = None, passage_alpha: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """(candidate indices, DHR scores) of the passages of the first ``top_docs`` documents."""
-        keep = np.arange(len(self.passages)) if top_docs is None else np.flatnonzero(self.per_doc < top_docs)
-        return keep, dhr_score(self.passage_stage(passage_alpha, keep), self.doc_scores[self.per_doc[keep]], lam)
+    def _passage_alpha(self, params: dict[str, Any]) -> float:
+        return float(params["passage_alpha"])
+
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
+        """Document level: the document stage's ranking (``top_docs`` only bounds the passage stage)."""
+        name = self._doc_stage(params)
+        with timed(trace, "doc-stage", stage=name):
+            dpos, dsc = stage(name).top(self.col, q, min(k, self.col.n_docs))
+        return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
+
+    def _search_batch(
+        self, batch: QueryBatch, k: int, level: Level, params: dict[str, Any], traces: list[list[TraceStep]]
+    ) -> list[list[Hit] | Found]:
+        if level == "doc":
+            return super()._search_batch(batch, k, level, params, traces)
+        col, lam, top_docs = self.col, params["lam"], params["top_docs"]
+        name, pa = self._doc_stage(params), self._passage_alpha(params)
+        t = time.perf_counter()
+        # a dense document stage searched on the torch device keeps its documents there (the hybrid passage
+        # stage needs them on the host, where BM25 is)
+        docs = stage(name).top_batch(col, batch, min(top_docs, col.n_docs), on_device=pa == 0)
+        t2 = time.perf_counter()
+        results = col.passage_stage(batch, docs, PassageSpec(lam, pa, k, with_dense=self._with_dense))
+        n = max(1, len(batch))
+        doc_ms, passage_ms = (t2 - t) * 1000 / n, (time.perf_counter() - t2) * 1000 / n
+        out: list[list[Hit] | Found] = []
+        for r, trace in zip(results, traces, strict=True):
+            trace.append(TraceStep("doc-stage", {"stage": name, "top_docs": top_docs, "documents": r.documents},
+                                   doc_ms))
+            trace.append(TraceStep("passage-stage", {"lam": lam, "passage_alpha": pa, "candidates": r.candidates,
+                                                     "backend": col.passage_backend, "batched": len(batch)},
+                                   passage_ms))
+            out.append(self.passage_hits(r.positions, r.scores, r.stages()))
+        return out
 
 
 class _Hierarchical(BaseRetriever):
@@ -64,8 +89,8 @@ class _Hierarchical(BaseRetriever):
                                                  self.col.profile)
         return out
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        need = stage(params["doc_stage"]).vectors | {"qp"}
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
+        need = stage(params["doc_stage"]).vectors | {PASSAGE}
         _ = (self.col.passage_encoder, self.col.doc_encoder)  # loaded before the clock starts
         t = time.perf_counter()
         vecs: dict[str, np.ndarray] = {}
@@ -75,11 +100,10 @@ class _Hierarchical(BaseRetriever):
             same = self.col.doc_encoder is self.col.passage_encoder and "qp" in vecs
             vecs["qd"] = vecs["qp"] if same else self.col.doc_encoder.encode_query(queries)
         ms = (time.perf_counter() - t) * 1000 / len(queries)
-        extra = {"encode_ms": ms, "doc_alpha": params["doc_alpha"]}
-        return [{**{k: v[i] for k, v in vecs.items()}, **extra} for i in range(len(queries))]
+        return QueryBatch(queries, params, vecs, ms)
 
 
-class DhrRetriever(_Hierarchical):
+class DhrRetriever(_Serial, _Hierarchical):
     """Serial DHR: documents first, then only their passages."""
 
     name = "dhr"
@@ -91,65 +115,11 @@ class DhrRetriever(_Hierarchical):
             defaults = {"passage_alpha": 0.0, **defaults}
         super().__init__(collection, **defaults)
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        """With a torch search device, the batch's passage stages run there together (:mod:`hiera.retrieve.dhr_device`)."""
-        contexts = super()._prepare(queries, params)
-        if getattr(self.col, "device_passage_stage", None) is not None:
-            batch = DeviceBatch(self.col, queries, contexts, params)
-            for i, ctx in enumerate(contexts):
-                ctx["device_batch"] = (batch, i)
-        return contexts
-
-    def candidates(
-        self, query: str, ctx: dict[str, Any], top_docs: int, doc_stage: str, with_bm25: bool = False
-    ) -> Candidates:
-        """Document stage, then the passage encoder's score (and BM25's) of every passage of those documents.
-
-        Exposed so that tuning can re-rank the same candidates for many (λ, top_docs, passage_alpha).
-        """
-        dpos, dsc = stage(doc_stage).top(self.col, query, ctx, min(top_docs, self.col.n_docs))
-        starts, ends = self.col.doc_offsets[dpos], self.col.doc_offsets[dpos + 1]
-        cand = concat_ranges(starts, ends)
-        pscore = self.col.passage_scores(cand, ctx["qp"])
-        per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-        bm25 = self.col.passage_bm25_scores(cand, query) if with_bm25 else None
-        return Candidates(dpos, dsc, cand, pscore, per_doc, bm25)
-
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        lam, top_docs = params["lam"], params["top_docs"]
-        if level == "doc":
-            # The document ranking is the document stage's; top_docs only bounds the passage stage.
-            with timed(trace, "doc-stage", stage=params["doc_stage"]):
-                dpos, dsc = stage(params["doc_stage"]).top(self.col, query, ctx, min(k, self.col.n_docs))
-            return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
-        pa = params["passage_alpha"]
-        if "device_batch" in ctx:
-            batch, i = ctx["device_batch"]
-            r = batch.get(i, k)
-            trace.append(TraceStep("doc-stage+gather", {"stage": params["doc_stage"], "top_docs": top_docs,
-                                                        "documents": batch.documents[i], "candidates": r.candidates,
-                                                        "device": self.col.search_device}, batch.doc_ms))
-            trace.append(TraceStep("passage-stage", {"lam": lam, "passage_alpha": pa, "batched": len(batch.queries)},
-                                   batch.passage_ms))
-            return self.passage_hits(r.positions, r.scores, device_stages(r, pa > 0))
-        with timed(trace, "doc-stage+gather", stage=params["doc_stage"], top_docs=top_docs) as step:
-            c = self.candidates(query, ctx, top_docs, params["doc_stage"], with_bm25=pa > 0)
-            step.detail.update(documents=len(c.docs), candidates=len(c.passages))
-        with timed(trace, "passage-stage", lam=lam, passage_alpha=pa):
-            _, final = c.fused(lam, passage_alpha=pa)
-            sel, fsc = topk(final, k)
-        drank = np.arange(1, len(c.docs) + 1)
-        # score = passage + λ · doc, exactly; with the hybrid passage stage, "passage" is
-        # α · bm25 / best + (1 − α) · dense, and both parts are shown
-        pstage = c.passage_stage(pa)
-        stages = {
-            "doc": (c.doc_scores[c.per_doc[sel]], drank[c.per_doc[sel]]),
-            "passage": (pstage[sel], ranks_of(pstage)[sel]),
-        }
-        if c.passage_bm25 is not None and pa > 0:
-            stages["dense"] = (c.passage_scores[sel], ranks_of(c.passage_scores)[sel])
-            stages["bm25"] = (c.passage_bm25[sel], ranks_of(c.passage_bm25)[sel])
-        return self.passage_hits(c.passages[sel], fsc, stages)
+    def candidates(self, batch: QueryBatch, top_docs: int, with_bm25: bool = False) -> list[StageResult]:
+        """Every passage of each query's top ``top_docs`` documents, unfused, in candidate order, with the dense
+        score (and BM25's): what ``hiera tune`` re-fuses for many (λ, top_docs, passage_alpha)."""
+        docs = stage(batch.params["doc_stage"]).top_batch(self.col, batch, min(top_docs, self.col.n_docs))
+        return self.col.passage_stage(batch, docs, PassageSpec(0.0, 0.5 if with_bm25 else 0.0, None))
 
 
 class DhrParallelRetriever(_Hierarchical):
@@ -157,15 +127,15 @@ class DhrParallelRetriever(_Hierarchical):
 
     name = "dhr-parallel"
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         col, lam = self.col, params["lam"]
         with timed(trace, "doc-stage", stage=params["doc_stage"], scope="all documents"):
-            dall = stage(params["doc_stage"]).all(col, query, ctx)
+            dall = stage(params["doc_stage"]).all(col, q)
         if level == "doc":
             dpos, dsc = topk(dall, k)
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
         with timed(trace, "passage-stage", depth=params["depth"], lam=lam):
-            ids, psc = faiss_search(col.passage_faiss, ctx["qp"], max(k, params["depth"]))
+            ids, psc = faiss_search(col.passage_faiss, q.qp, max(k, params["depth"]))
             keep = ids[0] >= 0
             pos, psc = ids[0][keep], psc[0][keep]
             docs = col.passage_doc[pos]
@@ -178,26 +148,14 @@ class DhrParallelRetriever(_Hierarchical):
         return self.passage_hits(pos[sel], fsc, stages)
 
 
-class Bm25DhrRetriever(BaseRetriever):
-    """Hierarchical BM25: top documents by BM25, then BM25 over their passages."""
+class Bm25DhrRetriever(_Serial):
+    """Hierarchical BM25: top documents by BM25, then BM25 over their passages (the passage stage with α = 1)."""
 
     name = "bm25-dhr"
+    _with_dense = False
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
-        col, lam, top_docs = self.col, params["lam"], params["top_docs"]
-        with timed(trace, "doc-stage", stage="bm25", top_docs=top_docs):
-            dpos, dsc = STAGES["bm25"].top(col, query, ctx, min(top_docs, col.n_docs))
-        drank = np.arange(1, len(dpos) + 1)
-        if level == "doc":
-            return self.doc_hits(dpos[:k], dsc[:k], {"doc": (dsc[:k], drank[:k])})
-        with timed(trace, "passage-stage", lam=lam) as step:
-            starts, ends = col.doc_offsets[dpos], col.doc_offsets[dpos + 1]
-            cand = concat_ranges(starts, ends)
-            pnorm = by_max(col.bm25_passages.scores_at(query, cand))
-            per_doc = np.repeat(np.arange(len(dpos)), ends - starts)
-            final = dhr_score(pnorm, dsc[per_doc], lam)
-            sel, fsc = topk(final, k)
-            step.detail["candidates"] = len(cand)
-        stages = {"doc": (dsc[per_doc[sel]], drank[per_doc[sel]]), "passage": (pnorm[sel], ranks_of(pnorm)[sel])}
-        return self.passage_hits(cand[sel], fsc, stages)
+    def _doc_stage(self, params: dict[str, Any]) -> str:
+        return "bm25"
 
+    def _passage_alpha(self, params: dict[str, Any]) -> float:
+        return 1.0

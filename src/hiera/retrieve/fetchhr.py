@@ -39,6 +39,7 @@ paper's setting.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,9 +50,24 @@ from hiera.fetchhr.exclude import fetch_layers, shared_depth
 from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
 from hiera.fetchhr.rank import Union, order, union
 from hiera.index.dense import faiss_search
+from hiera.query import PASSAGE, Query, QueryBatch
 from hiera.results import Hit, StageScore, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
+
+
+@dataclass(frozen=True)
+class Heads:
+    """What a batch's preparation tells each query: the layers that retrieve, trained heads or not, their time."""
+
+    layers: list[int]
+    trained: bool
+    ms: float  # running the heads, per query
+
+
+def _layer(n: int) -> str:
+    """The batch vector name of layer ``n``'s query (the encoder's own is :data:`hiera.query.PASSAGE`)."""
+    return f"layer{n}"
 
 
 class FetchHRRetriever(BaseRetriever):
@@ -89,28 +105,27 @@ class FetchHRRetriever(BaseRetriever):
             return [single]
         return parse_layers(params.get("layers"), model.layers)
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         model = self.model(params.get("model"))
         layers = self.layers_for(model, params)
         qv = model.vectors(queries, layers, own_last=params["last_layer"] == "encoder")
         n = len(queries)
-        return [{"q": {ly: qv.layers[ly][i] for ly in layers}, "own": qv.own[i], "layers": layers,
-                 "encode_ms": qv.encode_ms / n, "heads_ms": qv.heads_ms / n, "trained": model.trained}
-                for i in range(n)]
+        vectors = {_layer(ly): np.asarray(qv.layers[ly], dtype=np.float32) for ly in layers}
+        vectors[PASSAGE] = np.asarray(qv.own, dtype=np.float32)
+        state = Heads(layers, model.trained, qv.heads_ms / n)
+        return QueryBatch(queries, params, vectors, qv.encode_ms / n, [state] * n)
 
-    def _search(
-        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
-    ) -> list[Hit]:
-        layers: list[int] = ctx["layers"]
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
+        heads: Heads = q.state
+        layers = heads.layers
         single = params.get("single_layer") is not None
-        trace.append(TraceStep("heads", {"layers": layers, "trained": ctx["trained"], "stacked": True},
-                               ctx["heads_ms"]))
+        trace.append(TraceStep("heads", {"layers": layers, "trained": heads.trained, "stacked": True}, heads.ms))
         budgets = [k] if single else parse_k_per_layer(params.get("k_per_layer"), len(layers), k,
                                                         float(params["last_share"]))
         active = [(n, b) for n, b in zip(layers, budgets, strict=True) if b > 0]
         index = self.col.passage_faiss
         keys = None if level == "passage" else self.col.passage_doc
-        queries = np.stack([ctx["q"][n] for n, _ in active])
+        queries = np.stack([q.vector(_layer(n)) for n, _ in active])
         depth = shared_depth([b for _, b in active], int(index.ntotal), keys is not None)
         with timed(trace, "search", queries=len(active), depth=depth,
                    index=self.col.faiss_types.get("passage")):
@@ -130,7 +145,7 @@ class FetchHRRetriever(BaseRetriever):
         rank = "layer" if single else params["rank"]
         with timed(trace, "rank", by=rank, candidates=sum(len(f.positions) for f in fetched)):
             u = union(fetched)
-            scores = u.layer_scores if rank == "layer" else self.col.passage_scores(u.positions, ctx["own"])
+            scores = u.layer_scores if rank == "layer" else self.col.passage_scores(u.positions, q.qp)
             top = order(scores)[:k]
         return self._hits(u, top, np.asarray(scores, dtype=np.float32)[top], level)
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: BM25 and dense passage rankings fused (:mod:`hiera.score.fusion`).
+"""Hybrid retrieval: BM25 and dense passage rankings fused (:mod:`hiera.fusion`).
 
 ``fusion="rrf"``: reciprocal-rank fusion, robust and scale-free.
 ``fusion="interp"``: each list min-max normalized within its top ``depth``,
@@ -14,23 +14,24 @@ from typing import Any
 
 import numpy as np
 
+from hiera.fusion import Ranked, interpolate, minmax, rrf
 from hiera.index.select import docs_from_passages, topk
+from hiera.query import Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
-from hiera.score.fusion import Ranked, interpolate, minmax, rrf
 from hiera.spec import Level
 
 
 class HybridRetriever(BaseRetriever):
     name = "hybrid"
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._query_vectors(queries)
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
+        return self._query_vectors(queries, params)
 
-    def _search(self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]) -> list[Hit]:
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = max(k, params["doc_depth"] if level == "doc" else params["depth"])
         with timed(trace, "bm25+dense-passages", depth=depth):
-            (bpos, bsc), (dpos, dsc) = self.col.passage_lists(query, ctx["qp"], depth)
+            (bpos, bsc), (dpos, dsc) = self.col.passage_lists(q.text, q.qp, depth)
         with timed(trace, "fusion", method=params["fusion"]):
             if params["fusion"] == "rrf":
                 a, fused = rrf([Ranked(bpos, bsc), Ranked(dpos, dsc)])

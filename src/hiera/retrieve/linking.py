@@ -56,12 +56,13 @@ from typing import Any
 import numpy as np
 
 from hiera.collection import Collection
+from hiera.fusion import by_max, mix
 from hiera.index.select import concat_ranges, docs_from_passages, ranks_of, topk
 from hiera.link.pipeline import LinkSettings, linker_for
+from hiera.query import DOC, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.score.docstage import DocStage
-from hiera.score.fusion import by_max, mix
 from hiera.spec import Level
 
 
@@ -75,8 +76,8 @@ class LinkedStage(DocStage):
     name = "linked"
     vectors = frozenset({"qd"})
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        res = linker_for(col).link(query, qd=ctx.get("qd"))
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        res = linker_for(col).link(q.text, qd=q.qd if q.has(DOC) else None)
         return res.docs[:k], res.scores[:k]
 
 
@@ -91,17 +92,15 @@ class LinkingRetriever(BaseRetriever):
 
         return self._load_dir("reranker", path, Reranker, "train one with hiera train-reranker")
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         if not self.col.has_dense:
-            return [{} for _ in queries]
-        return self._query_vectors(queries, "doc")
+            return QueryBatch(queries, params)
+        return self._query_vectors(queries, params, "doc")
 
-    def _search(
-        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
-    ) -> list[Hit]:
-        col = self.col
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
+        col, query = self.col, q.text
         reranker = self.reranker(params.get("reranker"))  # a bad directory fails before any work
-        linked = linker_for(col).link(query, LinkSettings.from_params(params), ctx.get("qd"))
+        linked = linker_for(col).link(query, LinkSettings.from_params(params), q.qd if q.has(DOC) else None)
         trace.extend(linked.steps())
         if len(linked.docs) == 0:
             trace.append(TraceStep("coarse-filter", {"passages": 0, "kept": 0, "note": "no linked documents: nothing to rank"}))

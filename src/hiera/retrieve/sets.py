@@ -65,13 +65,14 @@ from __future__ import annotations
 from typing import Any
 
 from hiera.collection import Collection
+from hiera.query import Query, QueryBatch
 from hiera.results import Hit, StageScore, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever, Found
 from hiera.sets.classifier import SetClassifier
 from hiera.sets.expr import Expr, atoms, template, to_infix
 from hiera.sets.lexical import LEXICAL_EVIDENCE, best_sentence, split_sentences
 from hiera.sets.parser import ParseResult
-from hiera.sets.plan import SetPlan, SetPlanner
+from hiera.sets.plan import Prepared, SetPlan, SetPlanner
 from hiera.spec import Level
 
 TRACE_LIMIT = 100  # members / exclusions listed per trace step
@@ -94,8 +95,9 @@ class SetsRetriever(BaseRetriever):
         """The set classifier at ``path``, loaded once per retriever, or None."""
         return self._load_dir("classifier", path, SetClassifier, "train one with hiera train-classifier")
 
-    def _prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.planner.prepare(queries, params)
+    def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
+        prepared = self.planner.prepare(queries, params)
+        return QueryBatch(queries, params, encode_ms=prepared[0].encode_ms if prepared else 0.0, states=prepared)
 
     def batch_plans(self, queries: list[str], **params: Any) -> list[SetPlan]:
         """The plans of ``queries`` under this retriever's defaults and ``params`` (what ``hiera sets tune`` reads)."""
@@ -103,11 +105,11 @@ class SetsRetriever(BaseRetriever):
         return self.planner.batch_plans(queries, p)
 
     # -- search ------------------------------------------------------------------------------
-    def _search(
-        self, query: str, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep], ctx: dict[str, Any]
-    ) -> Found:
-        parse: ParseResult | None = ctx.get("parse")
-        expr: Expr = ctx["expr"]
+    def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> Found:
+        prep: Prepared = q.state
+        query = q.text
+        parse: ParseResult | None = prep.parse
+        expr: Expr = prep.expr
         detail: dict[str, Any] = {
             "decompose": params["decompose"],
             "template": template(expr),
@@ -118,8 +120,8 @@ class SetsRetriever(BaseRetriever):
             detail.update(parser=parse.parser, notes=list(parse.notes), fallback=parse.fallback)
         else:
             detail.update(notes=["decompose=false: the whole query is classified as one constraint"], fallback=False)
-        trace.append(TraceStep("parse", detail, ctx.get("parse_ms", 0.0)))
-        plan = self.planner.plan(query, params, ctx)
+        trace.append(TraceStep("parse", detail, prep.parse_ms))
+        plan = self.planner.plan(query, params, prep)
         trace.append(TraceStep("candidates", {"per_constraint": plan.candidates, "candidates": params["candidates"],
                                               "pool": len(plan.pool)}, plan.timings["candidates"]))
         thresholds, source = self.planner.thresholds(params)

@@ -53,22 +53,25 @@ Each stage is one :class:`DocStage` subclass; its name, its class
 (``module:Class``) and the index kinds it needs are declared in
 :data:`hiera.spec.DOC_STAGES` (so a build can refuse a stage its indexes cannot
 serve without importing scorers, and :func:`stage` imports a stage's class only
-when it is asked for). Combining lists goes through :mod:`hiera.score.fusion`.
+when it is asked for). Combining lists goes through :mod:`hiera.fusion`.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, ClassVar
 
 import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
+from hiera.fusion import Ranked, align, by_max, mix, rrf
 from hiera.index.dense import faiss_search
+from hiera.index.exact import TorchExactIndex
+from hiera.index.passage_stage import DocLists
 from hiera.index.select import docs_from_passages, topk
-from hiera.score.fusion import Ranked, align, by_max, mix, rrf
-from hiera.spec import DOC_ALPHA, DOC_STAGE_NEEDS
-from hiera.spec import DOC_STAGES as DOC_STAGE_SPECS
+from hiera.query import Query, QueryBatch
+from hiera.spec import DOC_ALPHA, DOC_STAGES, DocStageSpec
 
 HYBRID_ALPHA = DOC_ALPHA.default
 # Passages each hybrid-max component looks at: enough to cover top_docs documents,
@@ -98,53 +101,83 @@ class DocStage:
     vectors: ClassVar[frozenset[str]] = frozenset()  # query vectors it reads: "qp" (passage encoder), "qd" (document encoder)
 
     @property
-    def needs(self) -> tuple[str, ...]:
-        return DOC_STAGE_NEEDS[self.name]
+    def spec(self) -> DocStageSpec:
+        return DOC_STAGES[self.name]
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return self.spec.needs
+
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def all(self, col: Collection, query: str, ctx: dict[str, Any]) -> np.ndarray:
+    def all(self, col: Collection, q: Query) -> np.ndarray:
         """Normalized score of every document (0 where the stage has no score for it)."""
         out = np.zeros(col.n_docs, dtype=np.float32)
-        pos, sc = self.top(col, query, ctx, col.n_docs)
+        pos, sc = self.top(col, q, col.n_docs)
         out[pos] = sc
         return out
+
+    def top_batch(self, col: Collection, batch: QueryBatch, k: int, on_device: bool = False) -> DocLists:
+        """Every query's top ``k``; ``on_device``: a stage declared ``torch`` keeps them on the collection's torch
+        device when its index is searched there (:meth:`_device_index`), else they are numpy arrays."""
+        index = self._device_index(col) if on_device and "torch" in self.spec.backends else None
+        if index is not None:
+            import torch
+
+            (vec,) = self.vectors
+            with torch.inference_mode():
+                q = torch.from_numpy(np.ascontiguousarray(batch.vector(vec), dtype=np.float32)).to(index.device)
+                scores, ids = index.top(q, k)
+            return DocLists(ids, scores)
+        found = [self.top(col, q, k) for q in batch]
+        return DocLists([f[0] for f in found], [f[1] for f in found])
+
+    def _device_index(self, col: Collection) -> TorchExactIndex | None:
+        return None
 
 
 class Summary(DocStage):
     name = "summary"
     vectors = frozenset({"qd"})
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return _faiss_top(col.doc_faiss, ctx["qd"], k)
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return _faiss_top(col.doc_faiss, q.qd, k)
 
-    def all(self, col: Collection, query: str, ctx: dict[str, Any]) -> np.ndarray:
-        return _full(col.doc_vectors, ctx["qd"])
+    def all(self, col: Collection, q: Query) -> np.ndarray:
+        return _full(col.doc_vectors, q.qd)
+
+    def _device_index(self, col: Collection) -> TorchExactIndex | None:
+        index = col.doc_faiss
+        return index if isinstance(index, TorchExactIndex) else None
 
 
 class Mean(DocStage):
     name = "mean"
     vectors = frozenset({"qp"})
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         if col.doc_mean_faiss is None:
-            return topk(_full(col.doc_mean_vectors, ctx["qp"]), k)
-        return _faiss_top(col.doc_mean_faiss, ctx["qp"], k)
+            return topk(_full(col.doc_mean_vectors, q.qp), k)
+        return _faiss_top(col.doc_mean_faiss, q.qp, k)
 
-    def all(self, col: Collection, query: str, ctx: dict[str, Any]) -> np.ndarray:
-        return _full(col.doc_mean_vectors, ctx["qp"])
+    def all(self, col: Collection, q: Query) -> np.ndarray:
+        return _full(col.doc_mean_vectors, q.qp)
+
+    def _device_index(self, col: Collection) -> TorchExactIndex | None:
+        index = col.doc_mean_faiss
+        return index if isinstance(index, TorchExactIndex) else None
 
 
 class Bm25(DocStage):
     name = "bm25"
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = col.bm25_docs.search(query, k)
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        pos, sc = col.bm25_docs.search(q.text, k)
         return pos, by_max(sc)
 
-    def all(self, col: Collection, query: str, ctx: dict[str, Any]) -> np.ndarray:
-        s = col.bm25_docs.scores(query)
+    def all(self, col: Collection, q: Query) -> np.ndarray:
+        s = col.bm25_docs.scores(q.text)
         m = float(s.max()) if len(s) else 0.0
         return s / m if m > 0 else s
 
@@ -153,8 +186,8 @@ class PassageMax(DocStage):
     name = "passage-max"
     vectors = frozenset({"qp"})
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = _faiss_top(col.passage_faiss, ctx["qp"], max(PASSAGE_DEPTH, 4 * k))
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        pos, sc = _faiss_top(col.passage_faiss, q.qp, max(PASSAGE_DEPTH, 4 * k))
         docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
         return docs, dsc
 
@@ -162,8 +195,8 @@ class PassageMax(DocStage):
 class Bm25PassageMax(DocStage):
     name = "bm25-passage-max"
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = col.bm25_passages.search(query, max(PASSAGE_DEPTH, 4 * k))
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        pos, sc = col.bm25_passages.search(q.text, max(PASSAGE_DEPTH, 4 * k))
         docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
         return docs, by_max(dsc)
 
@@ -177,12 +210,12 @@ class _Mixed(DocStage):
 
     vectors = frozenset({"qp"})
 
-    def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
-        alpha = float(ctx.get("doc_alpha", HYBRID_ALPHA))
-        docs, b, d = self.components(col, query, ctx, max(HYBRID_DEPTH, 4 * k))
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        alpha = float(q.params.get("doc_alpha", HYBRID_ALPHA))
+        docs, b, d = self.components(col, q, max(HYBRID_DEPTH, 4 * k))
         if len(docs) == 0:
             return docs, np.zeros(0, dtype=np.float32)
         idx, fused = topk(mix(b, d, alpha), k)
@@ -194,9 +227,9 @@ class HybridMax(_Mixed):
 
     name = "hybrid-max"
 
-    def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
-        (bpos, bsc), (pos, sc) = col.passage_lists(query, ctx["qp"], depth)
+        (bpos, bsc), (pos, sc) = col.passage_lists(q.text, q.qp, depth)
         bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
         ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
         a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
@@ -211,13 +244,13 @@ class Fused(DocStage):
 
     @property
     def vectors(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset().union(*(STAGES[c].vectors for c in self.components))
+        return frozenset().union(*(stage(c).vectors for c in self.components))
 
-    def top(self, col: Collection, query: str, ctx: dict[str, Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         depth = max(k, 100)
         lists = []
         for comp in self.components:
-            pos, sc = STAGES[comp].top(col, query, ctx, depth)
+            pos, sc = stage(comp).top(col, q, depth)
             lists.append(Ranked(pos, sc))
         a, fused = rrf(lists)
         if len(a.ids) == 0:
@@ -231,27 +264,20 @@ class DocHybrid(_Mixed):
 
     name = "doc-hybrid"
 
-    def components(self, col: Collection, query: str, ctx: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``."""
         depth = min(depth, col.n_docs)
-        bpos, bsc = col.bm25_docs.search(query, depth)
-        dpos, dsc = STAGES["mean"].top(col, query, ctx, depth)
+        bpos, bsc = col.bm25_docs.search(q.text, depth)
+        dpos, dsc = stage("mean").top(col, q, depth)
         a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
         return a.ids, a.scores[0], a.scores[1]
 
 
-# The stages defined here, one shared (stateless) instance each; ``linked`` lives with the linking retriever.
-STAGES: dict[str, DocStage] = {
-    s.name: s for s in (Summary(), Mean(), Bm25(), PassageMax(), Bm25PassageMax(), HybridMax(), Fused(), DocHybrid())
-}
-DOC_STAGES = tuple(DOC_STAGE_SPECS)
-
-
+@cache
 def stage(name: str) -> DocStage:
-    """The stage called ``name``, its class imported through the registry (:data:`hiera.spec.DOC_STAGES`)."""
-    if name in STAGES:
-        return STAGES[name]
-    spec = DOC_STAGE_SPECS.get(name)
+    """The stage called ``name`` (one shared, stateless instance), its class imported through the one table,
+    :data:`hiera.spec.DOC_STAGES`."""
+    spec = DOC_STAGES.get(name)
     if spec is None:
-        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGE_SPECS)}")
+        raise BadInputError(f"unknown document stage {name!r}; known: {', '.join(DOC_STAGES)}")
     return spec.load()()

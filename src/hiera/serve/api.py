@@ -40,7 +40,7 @@ from fastapi.staticfiles import StaticFiles
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import HieraError, ShardUnavailableError
-from hiera.index.exact import model_device
+from hiera.index.exact import resolve_placement
 from hiera.results import TraceStep
 from hiera.retrieve.protocol import Retriever
 from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, Guard
@@ -99,6 +99,7 @@ def create_app(
     opener: Callable[..., Collection] = open_collection,
     reader: Path | None = None,
     device: str = "auto",
+    dense_search: str = "auto",
 ) -> FastAPI:
     """The API for the collection at ``root``.
 
@@ -113,10 +114,11 @@ def create_app(
     """
     if api_key is None:
         api_key = os.environ.get(API_KEY_ENV) or None
-    if device != "auto":  # the local engine: where the collection is searched and the models run (--device)
-        opener = functools.partial(opener, device=device)
+    placement = resolve_placement(device, dense_search)  # bad choices fail at start-up, in one line
+    if (device, dense_search) != ("auto", "auto"):  # where the models run and how dense indexes are searched
+        opener = functools.partial(opener, device=device, dense_search=dense_search)
     service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors, opener=opener,
-                      reader=reader, device=model_device(device))
+                      reader=reader, device=placement.device)
     pool = SearchPool(search_timeout, max_pending=max_pending)
     service.limits = {"search_timeout_s": search_timeout, "body_bytes": max_body, "pending_searches": max_pending}
 

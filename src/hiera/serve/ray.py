@@ -60,6 +60,9 @@ class ShardServer:
     def passage_lists(self, *a: Any) -> Any:
         return self.shard.passage_lists(*a)
 
+    def score_candidates(self, *a: Any) -> Any:
+        return self.shard.score_candidates(*a)
+
     def row_range(self, *a: Any) -> Any:
         return self.shard.row_range(*a)
 

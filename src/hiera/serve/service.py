@@ -156,7 +156,9 @@ class Service:
                               "backend": m.backend(level)}
                        for level, info in m.models.items()},
             "retrievers": list(self.available),
-            "search_device": self.col.search_device,
+            "device": self.col.placement.device,
+            "dense_search": self.col.placement.dense_search,
+            "passage_stage": self.col.passage_backend,
             "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": dict(m.defaults),
             "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},

@@ -21,8 +21,9 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import HieraError
-from hiera.score.docstage import STAGES
-from hiera.score.fusion import Ranked, by_max, rrf
+from hiera.fusion import Ranked, by_max, rrf
+from hiera.query import text_query
+from hiera.score.docstage import stage
 from hiera.sets.classifier import ROLES, SetClassifier, document_input
 from hiera.sets.expr import And, Atom, Diff, Expr, Or, SetResult, atoms, evaluate_trace, soft_scores
 from hiera.sets.lexical import LEXICAL_EVIDENCE, ConstraintTerms, LeadMatcher, lead_text
@@ -174,6 +175,17 @@ def score_lazily(
 
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What a batch's preparation made for one query: its parse, its expression, the batch's constraint vectors."""
+
+    parse: ParseResult | None
+    expr: Expr
+    vectors: dict[str, np.ndarray]  # constraint text → passage-encoder query vector (every constraint of the batch)
+    encode_ms: float
+    parse_ms: float
+
+
 class _DocText(NamedTuple):
     """What a planner keeps of one document."""
 
@@ -239,7 +251,7 @@ class SetPlanner:
         return out
 
     # -- batch preparation: parse every query, encode every constraint once --------------
-    def prepare(self, queries: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+    def prepare(self, queries: list[str], params: dict[str, Any]) -> list[Prepared]:
         """Per query: its parse and expression; every constraint of the batch encoded once (``vectors``)."""
         t = time.perf_counter()
         parsed: list[ParseResult | None] = []
@@ -261,22 +273,19 @@ class SetPlanner:
             t = time.perf_counter()
             vecs = dict(zip(texts, encoder.encode_query(texts), strict=True))
             encode_ms = (time.perf_counter() - t) * 1000 / len(queries)
-        return [
-            {"parse": p, "expr": e, "vectors": vecs, "encode_ms": encode_ms, "parse_ms": parse_ms}
-            for p, e in zip(parsed, exprs, strict=True)
-        ]
+        return [Prepared(p, e, vecs, encode_ms, parse_ms) for p, e in zip(parsed, exprs, strict=True)]
 
     # -- the plan: everything before thresholds -----------------------------------------
-    def _retrieve(self, text: str, n: int, ctx: dict[str, Any]) -> tuple[list[int], dict[str, int], np.ndarray]:
+    def _retrieve(self, text: str, n: int, prep: Prepared) -> tuple[list[int], dict[str, int], np.ndarray]:
         """Candidate positions of one constraint (BM25 ∪ dense), the counts, and their RRF score / best."""
         col = self.col
         n = min(n, col.n_docs)
         bpos, bsc = col.bm25_docs.search(text, n)
         lists = [Ranked(np.asarray(bpos, dtype=np.int64), np.asarray(bsc, dtype=np.float32))]
         counts = {"bm25": len(bpos), "dense": 0}
-        vec = ctx["vectors"].get(text)
+        vec = prep.vectors.get(text)
         if vec is not None:
-            dpos, dsc = STAGES["passage-max"].top(col, text, {"qp": vec}, n)  # a document scores as its best passage
+            dpos, dsc = stage("passage-max").top(col, text_query(text, qp=vec), n)  # a document scores as its best passage
             lists.append(Ranked(dpos, dsc))
             counts["dense"] = len(dpos)
         aligned, fused = rrf(lists)
@@ -285,9 +294,9 @@ class SetPlanner:
         order = np.argsort(-fused, kind="stable")
         return [int(x) for x in aligned.ids[order]], counts, by_max(fused[order])
 
-    def plan(self, query: str, params: dict[str, Any], ctx: dict[str, Any]) -> SetPlan:
+    def plan(self, query: str, params: dict[str, Any], prep: Prepared) -> SetPlan:
         """Parse, retrieve and score one query (no thresholds applied)."""
-        expr: Expr = ctx["expr"]
+        expr: Expr = prep.expr
         decompose = params["decompose"]
         roles = roles_of(expr, decompose)
         clf = self.classifier(params.get("classifier"))
@@ -301,7 +310,7 @@ class SetPlanner:
             if role == "negative" and clf is not None:
                 counts[text] = {"bm25": 0, "dense": 0, "union": 0}
                 continue  # scored on what it is subtracted from
-            pos, c, sc = self._retrieve(text, params["candidates"], ctx)
+            pos, c, sc = self._retrieve(text, params["candidates"], prep)
             rows = self.col.docs_at(pos)
             ids = [r.id for r in rows]
             titles.update({r.id: r.title for r in rows})
@@ -329,7 +338,7 @@ class SetPlanner:
             lexical = {text: self.lead_coverage(text, list(table)) for text, table in scores.items() if table}
         timings["classify"] = (time.perf_counter() - t) * 1000
         plan = SetPlan(
-            query=query, expr=expr, parse=ctx.get("parse"), roles=roles, candidates=counts, pool=pool,
+            query=query, expr=expr, parse=prep.parse, roles=roles, candidates=counts, pool=pool,
             scores=scores, classifier=clf.name if clf is not None else None, titles=titles, timings=timings,
             lexical=lexical,
         )
@@ -367,4 +376,4 @@ class SetPlanner:
 
         ``params``: the ``sets`` method's parameters, complete and checked (:data:`hiera.spec.METHODS`).
         """
-        return [self.plan(q, params, ctx) for q, ctx in zip(queries, self.prepare(queries, params), strict=True)]
+        return [self.plan(q, params, prep) for q, prep in zip(queries, self.prepare(queries, params), strict=True)]

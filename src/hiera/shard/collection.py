@@ -33,9 +33,7 @@ Methods whose exactness on shards is proved by the tests are listed in
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -45,6 +43,9 @@ import numpy as np
 
 from hiera.collection import BuildView, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
+from hiera.index.exact import Placement, resolve_placement
+from hiera.index.passage_stage import DocLists, HostPassageStage, PassageSpec, Scores, StageResult
+from hiera.query import QueryBatch
 from hiera.shard.fanout import FanOut, LocalFanOut
 from hiera.shard.merge import merge_faiss, merge_topk
 from hiera.shard.shard import Shard
@@ -149,57 +150,27 @@ class ShardedMatrix:
         return out
 
 
-class ScoreCache:
-    """Passage scores the shards computed ahead, by query vector or text (a few recent queries, thread-safe)."""
-
-    def __init__(self, size: int = 32) -> None:
-        self.size = size
-        self._items: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(qp: np.ndarray | str) -> bytes:
-        if isinstance(qp, str):
-            return qp.encode()
-        return np.ascontiguousarray(qp, dtype=np.float32).ravel().tobytes()
-
-    def put(self, qp: np.ndarray | str, positions: np.ndarray, scores: np.ndarray) -> None:
-        key = self.key(qp)
-        with self._lock:
-            self._items[key] = (positions, scores)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def get(self, qp: np.ndarray | str, positions: np.ndarray) -> np.ndarray | None:
-        """The scores of ``positions`` when every one was computed ahead for this query, else ``None``."""
-        with self._lock:
-            hit = self._items.get(self.key(qp))
-        if hit is None or len(positions) == 0:
-            return None
-        known, scores = hit
-        if len(known) == 0:
-            return None
-        i = np.minimum(np.searchsorted(known, positions), len(known) - 1)
-        if not np.array_equal(known[i], positions):
-            return None
-        return scores[i]
-
-
 @on_view
 class ShardedCollection:
     """The :class:`~hiera.collection.Collection` of a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve).
 
     ``options`` open the build view (``doc_encoder``, ``passage_encoder``,
-    ``mmap``, ``cache_dir``, ``vectors``, ``backend``); ``device`` is accepted
-    for the common signature, but each shard searches its own FAISS indexes
-    wherever it runs (:attr:`search_device` is ``faiss``).
+    ``mmap``, ``cache_dir``, ``vectors``, ``backend``). ``device`` is where
+    the query encoders run; each shard searches its own FAISS indexes where
+    it runs, so ``dense_search`` can only be ``faiss`` (or ``auto``):
+    ``exact`` is refused in one line before anything is opened.
     """
 
     def __init__(self, root: str | Path, *, fanout: FanOut | None = None, device: str = "auto",
-                 **options: Any) -> None:
+                 dense_search: str = "auto", **options: Any) -> None:
+        if str(dense_search).strip().lower() == "exact":
+            raise BadInputError(
+                f"--dense-search exact: {root} is a sharded build, whose shards search their own FAISS indexes "
+                "where they run; use --dense-search faiss (or auto), or search an unsharded build exactly"
+            )
+        self.placement: Placement = resolve_placement(device, "faiss")
         self.view = BuildView(root, **options)
-        self.search_device = "faiss"
+        self.view.model_device = self.placement.device
         self.shards = list(self.view.manifest.shards)
         if not self.shards:
             raise ManifestMismatchError(f"the live build of {self.view.root} is not sharded")
@@ -214,8 +185,7 @@ class ShardedCollection:
             # a server reopens the collection after every rebuild: the old one's threads go with it
             weakref.finalize(self, fanout.close)
         self.fanout = fanout
-        self._scores_ahead = ScoreCache()  # dense, by query vector
-        self._bm25_ahead = ScoreCache()  # BM25, by query text
+        self._passage_stage = HostPassageStage(self.view.doc_offsets, self._score_candidates)
 
     def _check_ranges(self) -> None:
         """The shards tile the documents and passages, in order (else the manifest is damaged)."""
@@ -291,27 +261,50 @@ class ShardedCollection:
     def passage_lists(
         self, query: str, qp: np.ndarray, depth: int
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """Both lists in one call per shard; the shards also score their candidates' passages ahead (for DHR)."""
+        """Both lists in one call per shard."""
         self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
         parts, starts = answered(self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n, partial_ok=True),
                                  self.passage_starts)
-        bm25 = merge_topk([p[0] for p in parts], starts, depth)
-        dense = merge_topk([p[1] for p in parts], starts, depth)
-        ahead = np.concatenate([p[2][0] + s for p, s in zip(parts, starts, strict=True)])
-        self._scores_ahead.put(q, ahead, np.concatenate([p[2][1] for p in parts]))
-        self._bm25_ahead.put(query, ahead, np.concatenate([p[2][2] for p in parts]).astype(np.float32))
-        return bm25, dense
+        return merge_topk([p[0] for p in parts], starts, depth), merge_topk([p[1] for p in parts], starts, depth)
 
     def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray:
-        positions = np.asarray(positions, dtype=np.int64)
-        ahead = self._scores_ahead.get(qp, positions)
-        return ahead if ahead is not None else score_rows(self.passage_vectors, positions, qp)
+        return score_rows(self.passage_vectors, np.asarray(positions, dtype=np.int64), qp)
 
-    def passage_bm25_scores(self, positions: np.ndarray, query: str) -> np.ndarray:
-        positions = np.asarray(positions, dtype=np.int64)
-        ahead = self._bm25_ahead.get(query, positions)
-        return ahead if ahead is not None else self.bm25_passages.scores_at(query, positions)
+    @property
+    def passage_backend(self) -> str:
+        return "numpy, shards"
+
+    def passage_stage(self, batch: QueryBatch, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
+        """DHR's passage stage: candidates from the global layout, their scores from the shards in one call each."""
+        qp = batch.vectors.get("qp") if spec.dense else None
+        return self._passage_stage.run(batch.texts, qp, docs, spec)
+
+    def _score_candidates(self, texts: Sequence[str], qp: np.ndarray, positions: Sequence[np.ndarray], dense: bool,
+                          bm25: bool) -> Scores:
+        """Each query's candidates split by owner shard; every shard scores all of its part of the batch at once."""
+        if dense:
+            self.view.need("dense", self.view.has_dense)
+        if bm25:
+            self.view.need("BM25", self.view.manifest.bm25 is not None)
+        bounds = np.asarray([*self.passage_starts, self.view.n_passages], dtype=np.int64)
+        owners = [np.searchsorted(bounds, p, side="right") - 1 for p in positions]
+        args: list[tuple | None] = []
+        for s in range(self.fanout.n):
+            local = [p[o == s] - bounds[s] for p, o in zip(positions, owners, strict=True)]
+            args.append((list(texts), qp, local, dense, bm25) if any(len(x) for x in local) else None)
+        d = [np.zeros(len(p), np.float32) for p in positions] if dense else None
+        b = [np.zeros(len(p), np.float32) for p in positions] if bm25 else None
+        for s, part in enumerate(self.fanout.call("score_candidates", args)):
+            if part is None:
+                continue
+            for i, o in enumerate(owners):
+                mine = o == s
+                if d is not None:
+                    d[i][mine] = part[0][i]
+                if b is not None:
+                    b[i][mine] = part[1][i]
+        return Scores(d, b)
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)

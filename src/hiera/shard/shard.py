@@ -7,7 +7,7 @@ changed since the build, or whose manifest is not the one the build recorded
 (a shard left over from, or copied from, another build) is refused with a
 message naming it.
 
-The primitives (``bm25_search``, ``bm25_scores``, ``faiss_search``,
+The primitives (``bm25_search``, ``bm25_scores``, ``faiss_search``, ``score_candidates``,
 ``rows``, ``row_range``) take and return shard-local positions and plain
 numpy arrays, so the same object serves in-process (threads) and behind a
 Ray Serve deployment.
@@ -25,8 +25,6 @@ from hiera.errors import IndexMissingError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.manifest import SHARDS_DIR, open_shard_manifest, shard_label
-from hiera.index.select import concat_ranges, topk
-from hiera.io import load_npy
 
 BM25_KINDS = {"passages": "bm25-passages", "docs": "bm25-docs"}
 FAISS_KINDS = {"passages": "passages.faiss", "docs": "docs.faiss", "docs-mean": "docs-mean.faiss"}
@@ -89,39 +87,30 @@ class Shard:
     def row_range(self, kind: str, start: int, stop: int) -> np.ndarray:
         return np.asarray(self._matrices[kind][start:stop])
 
-    @cached_property
-    def doc_offsets(self) -> np.ndarray:
-        """This shard's document → passage offsets, local (from the build's layout, which the shards tile)."""
-        da, db = (int(x) for x in self.entry["docs"])
-        glob = load_npy(self.build_dir / "layout" / "doc_offsets.npy")
-        return (glob[da : db + 1] - glob[da]).astype(np.int64)
-
     def passage_lists(
         self, query: str, queries: np.ndarray, depth: int
-    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...]]:
-        """BM25's and FAISS's top ``depth`` passages of this shard, plus the dense and BM25 scores of their documents' passages.
-
-        The third part is speculative: DHR's next step scores every passage of
-        the documents it keeps, and those documents can only come from the
-        passages of these two lists (a document in the global top has its
-        passage in its own shard's top ``depth``). Scoring them here, in the
-        same call, saves the router a second round trip to the shard.
-        """
-        if self.manifest.bm25 is not None:  # scored once: the top list and the candidates' scores both come from it
-            full = self.bm25_scores("passages", query)
-            bpos, bsc = topk(full, depth, positive_only=True)  # exactly Bm25Index.search
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """BM25's and FAISS's top ``depth`` passages of this shard (hybrid search and DHR's hybrid-max stage)."""
+        if self.manifest.bm25 is not None:
+            bm25 = self.bm25_search("passages", query, depth)
         else:
-            full = None
-            bpos, bsc = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            bm25 = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         ids, sc = self.faiss_search("passages", queries, depth)
         keep = ids[0] >= 0
-        dpos, dsc = ids[0][keep].astype(np.int64), sc[0][keep]
-        off = self.doc_offsets
-        docs = np.unique(np.searchsorted(off, np.concatenate([bpos, dpos]), side="right") - 1)
-        cand = concat_ranges(off[docs], off[docs + 1])
-        scores = self._matrices["passages"][cand].astype(np.float32, copy=False) @ queries[0]
-        bm25 = full[cand] if full is not None else np.zeros(len(cand), dtype=np.float32)
-        return (bpos, bsc), (dpos, dsc), (cand, scores, bm25)
+        return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
+
+    def score_candidates(
+        self, texts: list[str], queries: np.ndarray | None, positions: list[np.ndarray], dense: bool, bm25: bool
+    ) -> tuple[list[np.ndarray] | None, list[np.ndarray] | None]:
+        """DHR's passage stage, this shard's part of a batch: the dense and BM25 scores of each query's local positions."""
+        d = b = None
+        if dense:
+            m = self._matrices["passages"]
+            assert queries is not None
+            d = [m[p].astype(np.float32, copy=False) @ queries[i] for i, p in enumerate(positions)]
+        if bm25:
+            b = [self.bm25_scores_at("passages", t, p) for t, p in zip(texts, positions, strict=True)]
+        return d, b
 
     def warmup(self) -> bool:
         """Load every index this shard has (a first query then costs what the hundredth does)."""

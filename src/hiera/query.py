@@ -1,0 +1,88 @@
+"""A batch of queries as every method and stage reads it: texts, query vectors, parameters, a method's own state.
+
+``Retriever.batch_search`` encodes a batch once (:class:`QueryBatch`), and
+each query of it is a :class:`Query`: a typed view (its text, its vectors by
+name, the batch's parameters) instead of a dictionary passed through every
+call. A method that prepares more per query (a parsed set expression, a
+FetchHR head's vectors) keeps it in :attr:`QueryBatch.states` as a value of
+its own type. Batched stages (DHR's passage stage) take the batch itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# The query vectors a batch can carry: the passage encoder's and the document encoder's.
+PASSAGE, DOC = "qp", "qd"
+
+
+@dataclass
+class QueryBatch:
+    """Queries searched together, with what was computed for all of them at once."""
+
+    texts: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # name → (n, d) float32, one row per query
+    encode_ms: float = 0.0  # query encoding, per query
+    states: list[Any] | None = None  # a method's own prepared value, one per query
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def vector(self, name: str) -> np.ndarray:
+        """Every query's vector ``name`` as an (n, d) float32 matrix."""
+        try:
+            return self.vectors[name]
+        except KeyError:
+            raise KeyError(f"no {name!r} query vectors were computed for this batch") from None
+
+    def query(self, i: int) -> Query:
+        return Query(self, i)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return (Query(self, i) for i in range(len(self.texts)))
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query of a :class:`QueryBatch`."""
+
+    batch: QueryBatch
+    i: int
+
+    @property
+    def text(self) -> str:
+        return self.batch.texts[self.i]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.batch.params
+
+    @property
+    def state(self) -> Any:
+        return None if self.batch.states is None else self.batch.states[self.i]
+
+    def vector(self, name: str) -> np.ndarray:
+        return self.batch.vector(name)[self.i]
+
+    def has(self, name: str) -> bool:
+        return name in self.batch.vectors
+
+    @property
+    def qp(self) -> np.ndarray:
+        """The passage encoder's query vector."""
+        return self.vector(PASSAGE)
+
+    @property
+    def qd(self) -> np.ndarray:
+        """The document encoder's query vector."""
+        return self.vector(DOC)
+
+
+def text_query(text: str, **vectors: np.ndarray) -> Query:
+    """A one-query batch (tools that score a single question outside a retriever)."""
+    batch = QueryBatch([text], vectors={k: np.atleast_2d(v).astype(np.float32, copy=False) for k, v in vectors.items()})
+    return batch.query(0)
