@@ -26,8 +26,9 @@ articles, no big index needed:
 A recipe's score is the mean of its reading-comprehension EM and its EM@5;
 the best score is the chosen recipe, and every other recipe gets a paired
 bootstrap interval of its difference to the chosen one. The chosen reader
-also reads each question's whole paragraph as one passage (windowed when it
-overflows the model), against its ≤100-word parts (paired interval), and
+also reads each question's whole paragraph as one passage, both as the
+reader reads a long passage (cut into the parts the corpus would make) and
+in token windows alone, against its ≤100-word parts (paired intervals), and
 its decoding weights (selection, retrieval-rank prior, merge) are
 calibrated on its open-domain readings so that EM@20 and EM@5 are at least
 EM@1 there (:mod:`hiera.read.calibrate`), and written into the reader.
@@ -146,9 +147,12 @@ def held_bm25(root: Path, qs: list[Any], k: int) -> list[list[tuple[str, str]]]:
 class Judge:
     """Reads one set of questions with any reader; windows are made once per window length and reused."""
 
-    def __init__(self, qs: list[Any], passages: list[list[tuple[str, str]]]) -> None:
-        self.qs, self.passages = qs, passages
-        self.cache: dict[tuple[int, int], list[Any]] = {}
+    def __init__(self, qs: list[Any], passages: list[list[tuple[str, str]]], part_words: int | None = None,
+                 ranked: bool = True) -> None:
+        """``part_words``: how the reader cuts long passages (None: its default, 0: token windows only);
+        ``ranked``: the passages are a retrieval ranking (else a paragraph's parts: no rank prior)."""
+        self.qs, self.passages, self.part_words, self.ranked = qs, passages, part_words, ranked
+        self.cache: dict[tuple[int, int, int], list[Any]] = {}
 
     def __call__(self, reader: Any, ks: tuple[int, ...] | None = None) -> dict[str, Any]:
         """EM/F1 (in %) at each read-k (``None``: every passage) with the reader's decoding, each question's EM,
@@ -156,17 +160,19 @@ class Judge:
         from hiera.eval.read import score_answer
         from hiera.read.calibrate import spans_of, top_answer
 
-        key = (reader.meta["max_length"], reader.meta["stride"])
-        if key not in self.cache:
-            self.cache[key] = [reader.windows(q.text, ps) for q, ps in zip(self.qs, self.passages, strict=True)]
-        lgs = reader.logits_many([(q.text, ps) for q, ps in zip(self.qs, self.passages, strict=True)], self.cache[key])
         p = reader.params()
+        words = p["part_words"] if self.part_words is None else self.part_words
+        key = (reader.meta["max_length"], reader.meta["stride"], words)
+        if key not in self.cache:
+            self.cache[key] = [reader.windows(q.text, ps, words) for q, ps in zip(self.qs, self.passages, strict=True)]
+        lgs = reader.logits_many([(q.text, ps) for q, ps in zip(self.qs, self.passages, strict=True)], self.cache[key])
         spans = [spans_of(lg, p["max_answer_tokens"]) for lg in lgs]
         out: dict[str, Any] = {"spans": spans}
         for k in ks or (None,):
             ems, f1s = [], []
             for q, sp, ps in zip(self.qs, spans, self.passages, strict=True):
-                pred = top_answer(sp, len(ps) if k is None else k, p["passage_weight"], p["rank_weight"], p["merge"])
+                pred = top_answer(sp, len(ps) if k is None else k, p["passage_weight"],
+                                  p["rank_weight"] if self.ranked else 0.0, p["merge"])
                 em, f1 = score_answer(pred, q)
                 ems.append(em)
                 f1s.append(f1 or 0.0)
@@ -295,7 +301,8 @@ def main() -> None:
     from bench.reader import spread_sample
 
     open_qs = spread_sample(held_qs, args.open_questions, args.seed)
-    rc_judge, whole_judge = Judge(held_qs, held_parts), Judge(held_qs, held_whole)
+    rc_judge, whole_judge = Judge(held_qs, held_parts, ranked=False), Judge(held_qs, held_whole, ranked=False)
+    windowed_judge = Judge(held_qs, held_whole, part_words=0, ranked=False)
     open_judge = Judge(open_qs, held_bm25(work / "held", open_qs, OPEN_KS[-1]))
     print(f"{len(train_part['data'])} training articles ({len(train_qs)} questions), {len(held_part['data'])} held back "
           f"({len(held_qs)} questions): {', '.join(a['title'] for a in held_part['data'])}; prepared in "
@@ -354,9 +361,12 @@ def main() -> None:
               f"judged in {judge_s:.0f}s", flush=True)
         if best is None or (score, rc["f1"]) > (best["score"], best["rc_f1"]):
             best = row
-            whole = whole_judge(reader)
-            best["whole"] = {"em": round(whole["em"], 2), "f1": round(whole["f1"], 2),
-                             "minus_parts_ci95": [round(x, 2) for x in paired_ci(whole["per_question"], rc["per_question"])]}
+            best["whole"] = {}
+            for how, jd in (("as_parts", whole_judge), ("token_windows", windowed_judge)):
+                whole = jd(reader)
+                best["whole"][how] = {
+                    "em": round(whole["em"], 2), "f1": round(whole["f1"], 2),
+                    "minus_parts_ci95": [round(x, 2) for x in paired_ci(whole["per_question"], rc["per_question"])]}
             keep_best(model, tok, best_dir, meta, rargs, grep, rep, work, held_part, row, out)
         del reader, model, tok, fit
         free()

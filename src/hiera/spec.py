@@ -505,6 +505,10 @@ READERS: dict[str, MethodSpec] = {
                       "log(1 + rank): keeps the first passages' answer when reading more (a reader's calibrated "
                       "value, in its hiera-reader.json, overrides this default)", min=0.0, max=20.0, tunable=True,
                       grid=(0.0, 0.5, 1.0, 2.0, 4.0, 8.0)),
+                Param("part_words", "int", 100,
+                      "reader: a passage longer than this many words is read as the parts the corpus splitter "
+                      "makes of it (the passage length the reader trained on); 0 reads it whole in token windows",
+                      min=0, max=100000),
                 Param("merge", "str", "max",
                       "reader: an answer string several passages give scores its best span (max) or the sum of "
                       "their probabilities (sum)", choices=("max", "sum")),

@@ -142,3 +142,27 @@ def test_selection_scores_rank_passages(tokenizer):
     flat = window_candidates(texts, win.passage, win.char_start, win.char_end, win.context, start, end, select, 10,
                              passage_weight=0.0)
     assert merge(flat)[0].score == pytest.approx(merge(flat)[1].score)
+
+
+def test_a_long_passage_is_read_as_the_parts_the_corpus_makes_of_it(tokenizer):
+    from hiera.corpus.split import split_words
+    from hiera.read.features import passage_parts
+
+    sentences = [f"Sentence {i} tells that item{i} was made in {1800 + i}." for i in range(40)]
+    text = "  ".join(sentences)  # doubled spaces: parts keep the passage's own characters
+    extents = passage_parts(text, 30)
+    assert len(extents) > 3
+    assert [" ".join(text[s:e].split()) for s, e in extents] == split_words(text, 30)
+    assert passage_parts("short text", 30) == [(0, 10)] and passage_parts(text, 0) == [(0, len(text))]
+    whole = make_windows(tokenizer, "When was item7 made?", [("T", text), ("U", "item7 was made in 1900.")], 64, 16,
+                         part_words=30)
+    parts = make_windows(tokenizer, "When was item7 made?", [("T", text[s:e]) for s, e in extents], 64, 16)
+    n = len(parts)
+    assert np.array_equal(whole.input_ids[:n], parts.input_ids)  # the same windows the parts make
+    assert set(whole.passage[:n]) == {0} and set(whole.passage[n:]) == {1}
+    for w in range(n):  # offsets point into the whole passage, at the characters the part's offsets point at
+        c = parts.context[w]
+        s0 = extents[int(parts.passage[w])][0]
+        assert np.array_equal(whole.char_start[w][c], parts.char_start[w][c] + s0)
+        for a, b in zip(whole.char_start[w][c], whole.char_end[w][c], strict=True):
+            assert text[a:b].strip() and " " not in text[a:b]

@@ -153,3 +153,21 @@ def test_a_model_in_memory_reads_as_its_saved_directory(tiny_reader: Path):
     q, ps = "Where is it?", [("Notre Dame", "The university is in Notre Dame, Indiana, near South Bend.")]
     assert np.allclose(mem.logits(q, ps).start, disk.logits(q, ps).start, atol=1e-5)
     assert mem.name == "in-memory" and mem.params()["reader"] == "in-memory"
+
+
+def test_reading_a_long_passage_gives_the_answers_of_reading_its_parts(reader: Reader):
+    from hiera.read.features import passage_parts
+
+    text = " ".join(f"In {1800 + i} the town of Place{i} built a bridge over the river." for i in range(30))
+    extents = passage_parts(text, reader.params()["part_words"])
+    assert len(extents) > 2
+    q = "When did Place12 build a bridge?"
+    whole = reader.read(q, [("Bridges", text)], answers=10)
+    parts = reader.read(q, [("Bridges", text[s:e]) for s, e in extents], answers=10)
+    assert [a.text for a in whole] == [a.text for a in parts]
+    for a, b in zip(whole, parts, strict=True):
+        assert a.score == pytest.approx(b.score, abs=1e-4)
+        assert text[a.start : a.end] == a.text and a.start == b.start + extents[b.passage][0]
+    # read whole in token windows instead, the passage is still read to its end
+    windowed = reader.read(q, [("Bridges", text)], answers=10, part_words=0)
+    assert windowed and all(text[a.start : a.end] == a.text for a in windowed)

@@ -55,7 +55,7 @@ def read_hits(
                         leave=False):
         top = [h for h in hits if h.passage_id is not None][:kmax]
         t = time.perf_counter()
-        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top])
+        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top], reader.params(params)["part_words"])
         row: dict[str, Any] = {"id": q.id, "question": q.text, "gold": list(q.answers)}
         for k in read_ks:
             answers = reader.decode(lg, upto=k, **params)

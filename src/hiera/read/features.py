@@ -8,6 +8,12 @@ and where each starts and ends *in the passage string* (the title prefix is
 subtracted). A passage longer than the window is split into overlapping
 windows (``stride`` tokens shared by neighbours), so an answer cut by one
 window boundary lies whole in the next: nothing is silently truncated.
+
+A passage of more than ``part_words`` words (longer than the passages the
+reader was trained on) is first cut into the parts the corpus would make of
+it (:func:`hiera.corpus.split.split_words`: whole sentences, at most
+``part_words`` words each), each read as its own passage and its offsets
+mapped back: reading a long passage is then reading its parts, never worse.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hiera.corpus.split import split_words
 from hiera.errors import BadInputError
 
 TITLE_SEP = "\n"
@@ -45,18 +52,49 @@ def passage_input(title: str, text: str) -> tuple[str, int]:
     return prefix + text, len(prefix)
 
 
+def passage_parts(text: str, part_words: int) -> list[tuple[int, int]]:
+    """Character extents in ``text`` of the ≤``part_words``-word parts the corpus splitter makes of it.
+
+    One extent, the whole text, when it is short enough or ``part_words`` is 0.
+    Each part keeps the text's own characters (its whitespace included), so
+    an offset in a part plus the part's start is an offset in ``text``.
+    """
+    words = text.split()
+    if part_words <= 0 or len(words) <= part_words:
+        return [(0, len(text))]
+    offsets: list[tuple[int, int]] = []
+    pos = 0
+    for tok in words:
+        start = text.index(tok, pos)
+        pos = start + len(tok)
+        offsets.append((start, pos))
+    out, t = [], 0
+    for block in split_words(text, part_words):
+        n = len(block.split())
+        out.append((offsets[t][0], offsets[t + n - 1][1]))
+        t += n
+    return out
+
+
 def make_windows(
     tokenizer,  # noqa: ANN001 - a Hugging Face fast tokenizer
     question: str,
     passages: Sequence[tuple[str, str]],
     max_length: int,
     stride: int,
+    part_words: int = 0,
 ) -> Windows:
-    """Every window of every ``(title, text)`` passage for ``question``, padded to ``max_length``."""
+    """Every window of every ``(title, text)`` passage for ``question``, padded to ``max_length``.
+
+    ``part_words`` > 0: a longer passage is read as its parts (:func:`passage_parts`);
+    its windows still name the passage, with offsets into its whole text.
+    """
     if not question.strip():
         raise BadInputError("the question is empty")
     if not passages:
         return _empty(max_length)
+    if part_words > 0 and any(len(x.split()) > part_words for _, x in passages):
+        return _windows_of_parts(tokenizer, question, passages, max_length, stride, part_words)
     seconds, shifts = zip(*(passage_input(t, x) for t, x in passages), strict=True)
     enc = tokenizer(
         [question] * len(passages),
@@ -85,6 +123,29 @@ def make_windows(
                 cs[w, t] = s - shift
                 ce[w, t] = e - shift
     return Windows(ids, mask, types, owner, context, cs, ce)
+
+
+def _windows_of_parts(
+    tokenizer,  # noqa: ANN001
+    question: str,
+    passages: Sequence[tuple[str, str]],
+    max_length: int,
+    stride: int,
+    part_words: int,
+) -> Windows:
+    parts: list[tuple[str, str]] = []
+    owner: list[int] = []
+    shift: list[int] = []
+    for i, (title, text) in enumerate(passages):
+        for s, e in passage_parts(text, part_words):
+            parts.append((title, text[s:e]))
+            owner.append(i)
+            shift.append(s)
+    win = make_windows(tokenizer, question, parts, max_length, stride)
+    by = np.asarray(shift, dtype=np.int64)[win.passage][:, None]
+    inside = win.char_start >= 0
+    return Windows(win.input_ids, win.attention_mask, win.token_type_ids, np.asarray(owner, dtype=np.int64)[win.passage],
+                   win.context, np.where(inside, win.char_start + by, -1), np.where(inside, win.char_end + by, -1))
 
 
 def concat_windows(wins: Sequence[Windows]) -> Windows:

@@ -77,10 +77,10 @@ def read_results(reader: Reader, results: Results, sep: str = ", ", **read_param
         raise BadInputError(f"the reader reads passages; {results.retriever!r} returned {results.level}s")
     hits = [h for h in results.hits if h.passage_id is not None]
     t = time.perf_counter()
-    lg = reader.logits(results.query, [(title_line(h, sep), h.text) for h in hits])
+    params = reader.params(read_params)
+    lg = reader.logits(results.query, [(title_line(h, sep), h.text) for h in hits], params["part_words"])
     t_dec = time.perf_counter()
     answers = reader.decode(lg, **read_params)
-    params = reader.params(read_params)
     trace = list(results.trace)
     trace.append(TraceStep("read", {"passages": len(hits), "windows": len(lg.windows), "reader": reader.name}, lg.ms))
     weights = {k: params[k] for k in ("passage_weight", "rank_weight", "merge")}

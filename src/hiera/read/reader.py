@@ -112,17 +112,19 @@ class Reader:
     def params(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {**self.defaults, **self.spec.check({k: v for k, v in (given or {}).items() if k != "reader"})}
 
-    def logits(self, question: str, passages: Sequence[tuple[str, str]]) -> WindowLogits:
+    def logits(self, question: str, passages: Sequence[tuple[str, str]], part_words: int | None = None) -> WindowLogits:
         """Every window of every passage through the model, in batches trimmed to their longest window."""
         t = time.perf_counter()
-        win = make_windows(self.tokenizer, question, passages, self.meta["max_length"], self.meta["stride"])
+        win = self.windows(question, passages, part_words)
         start, end, select = self._run(win)
         texts = [x for _, x in passages]
         return WindowLogits(win, texts, start, end, select, (time.perf_counter() - t) * 1000.0)
 
-    def windows(self, question: str, passages: Sequence[tuple[str, str]]) -> Windows:
-        """The model windows of ``passages`` for ``question`` (what :meth:`logits` reads)."""
-        return make_windows(self.tokenizer, question, passages, self.meta["max_length"], self.meta["stride"])
+    def windows(self, question: str, passages: Sequence[tuple[str, str]], part_words: int | None = None) -> Windows:
+        """The model windows of ``passages`` for ``question`` (what :meth:`logits` reads); a passage longer than
+        ``part_words`` (default: the reader's) is read as its parts."""
+        words = self.defaults["part_words"] if part_words is None else self.spec.check({"part_words": part_words})["part_words"]
+        return make_windows(self.tokenizer, question, passages, self.meta["max_length"], self.meta["stride"], words)
 
     def logits_many(self, items: Sequence[tuple[str, Sequence[tuple[str, str]]]],
                     windows: Sequence[Windows] | None = None) -> list[WindowLogits]:
@@ -189,4 +191,4 @@ class Reader:
         return merge(cands, p["merge"])[: p["answers"]]
 
     def read(self, question: str, passages: Sequence[tuple[str, str]], **given: Any) -> list[Answer]:
-        return self.decode(self.logits(question, passages), **given)
+        return self.decode(self.logits(question, passages, self.params(given)["part_words"]), **given)
