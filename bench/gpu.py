@@ -398,6 +398,61 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
     return out
 
 
+# -- a real collection: the default DHR per stage, BM25's host part apart ---------------------------------------
+def collection_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    """``--collection DIR`` (a build, e.g. the one ``bench.gpu_encode --work`` made): DHR per stage on each device.
+
+    For the default (``hybrid-max`` documents, hybrid passage stage) and the
+    dense configuration (``mean`` documents, ``passage_alpha`` 0): the median
+    per query of each trace step (query encoding, document stage, passage
+    stage) for single queries and batches of 32, and BM25's part of the
+    default alone (its passage search at the hybrid-max depth, which runs on
+    the host whatever the device).
+    """
+    from bench.common import data_dir
+    from hiera.builds import open_collection
+    from hiera.eval.questions import load_questions
+    from hiera.retrieve import get_retriever
+    from hiera.score.docstage import HYBRID_DEPTH
+
+    qs = [q.text for q in load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad",
+                                         limit=args.collection_queries)]
+    out: dict[str, Any] = {}
+    configs = {"default": {}, "dense": {"doc_stage": "mean", "passage_alpha": 0.0}}
+    for device in devices:
+        col = open_collection(args.collection, device=device, dense_search="exact")
+        col.warmup()
+        for name, params in configs.items():
+            r = get_retriever("dhr", col, **params)
+            for b in (1, 32):
+                r.batch_search(qs[:b], k=100)  # warm: kernels, graphs, caches
+                steps: dict[str, list[float]] = {}
+                t = time.perf_counter()
+                for s in range(0, len(qs), b):
+                    for res in r.batch_search(qs[s : s + b], k=100):
+                        for st in res.trace:
+                            steps.setdefault(st.name, []).append(st.ms)
+                total = (time.perf_counter() - t) * 1000 / len(qs)
+                for step in ("encode-query", "doc-stage", "passage-stage"):
+                    label = f"{args.collection.name} dhr {name}: {step}, batch {b}, ms/query (median)"
+                    v = float(np.median(steps.get(step, [0.0])))
+                    out.setdefault(label, {})[device] = v
+                    rep.add({"measure": label, device: round(v, 3)}, key=f"{label}-{device}")
+                label = f"{args.collection.name} dhr {name}: whole search, batch {b}, ms/query"
+                out.setdefault(label, {})[device] = total
+                rep.add({"measure": label, device: round(total, 3)}, key=f"{label}-{device}")
+        bm = col.bm25_passages
+        bm.search(qs[0], HYBRID_DEPTH)
+        t = time.perf_counter()
+        for q in qs:
+            bm.search(q, HYBRID_DEPTH)
+        label = f"{args.collection.name} dhr default: its BM25 passage search (host), ms/query"
+        out.setdefault(label, {})[device] = (time.perf_counter() - t) * 1000 / len(qs)
+        rep.add({"measure": label, device: round(out[label][device], 3)}, key=f"{label}-{device}")
+        out[f"{args.collection.name} passages"] = col.n_passages
+    return out
+
+
 # -- training --------------------------------------------------------------------------------------------------
 def train_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     from hiera.corpus.store import CorpusStore
@@ -444,6 +499,9 @@ def main() -> None:
     ap.add_argument("--skip-encode", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--collection", type=Path, default=None,
+                    help="a built collection: the default DHR per stage there, BM25's host part apart")
+    ap.add_argument("--collection-queries", type=int, default=256)
     args = ap.parse_args()
 
     import torch
@@ -457,13 +515,16 @@ def main() -> None:
         parts["encode"] = encode_rows(rep, args, devices)
     if not args.skip_search:
         parts["search"] = search_rows(rep, args, devices)
+    if args.collection is not None:
+        parts["collection"] = collection_rows(rep, args, devices)
     if not args.skip_train:
         parts["train"] = train_rows(rep, args, devices)
     for row in rep.rows:
         row.setdefault("cuda", NO_GPU if "cuda" not in devices else "–")
         row.setdefault("cpu", "–")
     rep.print(f"GPU vs CPU, one run ({gpu}; CPU: {torch.get_num_threads()} threads)")
-    rep.write(gpu=gpu, devices=devices, args=vars(args), parts=parts, work=str(WORK))
+    rep.write(gpu=gpu, devices=devices, args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              parts=parts, work=str(WORK))
 
 
 if __name__ == "__main__":

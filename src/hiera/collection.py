@@ -575,8 +575,11 @@ class LocalCollection:
 
     def passage_stage(self, batch: QueryBatch, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
         """DHR's passage stage for a whole batch (:mod:`hiera.index.passage_stage`)."""
-        qp = batch.vectors.get("qp") if spec.dense else None
-        return self._passage_stage.run(batch.texts, qp, docs, spec)
+        stage = self._passage_stage
+        qp = None
+        if spec.dense:
+            qp = batch.tensor("qp", stage.device) if isinstance(stage, TorchPassageStage) else batch.vector("qp")
+        return stage.run(batch.texts, qp, docs, spec)
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

@@ -28,6 +28,17 @@ class QueryBatch:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # name → (n, d) float32, one row per query
     encode_ms: float = 0.0  # query encoding, per query
     states: list[Any] | None = None  # a method's own prepared value, one per query
+    _on_device: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+
+    def tensor(self, name: str, device: str) -> Any:
+        """Vectors ``name`` as a float32 torch tensor on ``device``, uploaded once per batch: the document stage and
+        the passage stage on a GPU share one copy (and its one synchronization, made before either runs)."""
+        key = (name, device)
+        if key not in self._on_device:
+            import torch
+
+            self._on_device[key] = torch.from_numpy(np.ascontiguousarray(self.vector(name), dtype=np.float32)).to(device)
+        return self._on_device[key]
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -127,8 +127,7 @@ class DocStage:
 
             (vec,) = self.vectors
             with torch.inference_mode():
-                q = torch.from_numpy(np.ascontiguousarray(batch.vector(vec), dtype=np.float32)).to(index.device)
-                scores, ids = index.top(q, k)
+                scores, ids = index.top(batch.tensor(vec, index.device), k)
             return DocLists(ids, scores)
         found = [self.top(col, q, k) for q in batch]
         return DocLists([f[0] for f in found], [f[1] for f in found])
