@@ -7,20 +7,31 @@
   sample of ``--train-examples`` questions;
 * **reading comprehension**: the gold paragraph given (every passage of it),
   EM/F1 of the reader's best answer: its ceiling;
-* **open domain**: each retriever's top passages read at read-k 1, 5, 20
+* **open domain**: each retriever's top passages read at read-k 1, 5, 20, 50
   (EM/F1, SQuAD v1.1 normalization), beside the retriever's top-k answer
   accuracy; plus the best retriever reranked by the cross-encoder of
-  ``--rerank`` when it exists;
+  ``--rerank`` when it exists; for each list, the fraction of questions
+  whose right answer at read-k 1 was lost by reading more (``lost@K``) or
+  won (``gained@K``), and EM@K − EM@1 with its paired bootstrap interval;
+* **paired intervals for every comparison claimed**: dhr against dense,
+  tuned decoding against the reader's own, and with ``--baseline READER``
+  this reader against another one read on the same passages (the GPU recipe
+  against the CPU one): each a difference of EM with its 95% paired
+  bootstrap interval (:mod:`hiera.eval.paired`);
 * **FetchHR, the paper's Table 2** (``--fetchhr HEADS``): reader EM/F1 reading
   all L×k passages FetchHR fetches (at its defaults, and in the paper's
   setting: even split, a head on every layer) against dense's top-(L×k),
   same budget (``--budget``, Flat index); and the first 1 and 5 of each
   list read alone (EM@1, EM@5: fetchhr's list is ranked, issue 37);
 * **decoding tuned on train questions** (``--tune-questions``, never dev):
-  the reader's ``passage_weight`` (its grid in the registry) and ``merge``,
-  chosen for mean EM over the read-ks on held-out *train* questions the
-  reader did not train on, read from ``dhr-tuned``'s passages; dev is then
-  decoded with the defaults and with the tuned values;
+  the reader's ``passage_weight``, ``rank_weight`` and ``merge`` (their
+  grids in the registry), chosen by :mod:`hiera.read.calibrate` (best mean
+  EM over the read-ks among settings that never lose by reading more) on
+  *train* questions the reader did not train on (every train question when
+  it trained on all of them: then the tuning saw its training data, and the
+  JSON says so), read from ``dhr-tuned``'s passages; dev is then decoded
+  with the reader's own decoding and with the tuned values;
+  ``--save-decoding`` writes the tuned values into the reader;
 * **cost**: training wall time and peak RSS (from the reader's metadata),
   retrieval and reading latency per question (reading timed on each
   retriever's own top-20, one question at a time).
@@ -84,32 +95,73 @@ def train(args: argparse.Namespace, col_root: Path) -> None:
 
 
 def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[int], sep: str) -> dict[str, Any]:
-    """``passage_weight`` × ``merge`` picked for mean EM over ``read_ks`` on train questions the reader never saw."""
+    """Decoding weights calibrated (:mod:`hiera.read.calibrate`) on train questions, never dev."""
     from hiera.eval.questions import load_questions
     from hiera.eval.read import score_answer
+    from hiera.read.calibrate import calibrate, grid_of, spans_of
     from hiera.read.pipeline import title_line
     from hiera.spec import reader_spec
     from hiera.train.common import sample_questions
 
     train = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad", rules=col.store.rules)
-    a = reader.meta["args"]
-    seen = {q.id for q in sample_questions(train, a.get("max_examples"), a["seed"])} if a.get("max_examples") else None
-    unseen = [q for q in train if seen is not None and q.id not in seen]
-    qs = spread_sample(unseen, n, seed=1)
-    if not qs:
-        return {"note": "the reader trained on every train question: nothing held out to tune on"}
-    spec = reader_spec()
-    grid = [(w, m) for w in spec.param("passage_weight").grid for m in spec.param("merge").choices]
-    em = {g: 0.0 for g in grid}
+    a = reader.meta.get("args", {})
+    seen = {q.id for q in sample_questions(train, a.get("max_examples"), a.get("seed", 42))}
+    unseen = [q for q in train if q.id not in seen]
+    qs = spread_sample(unseen or train, n, seed=1)
+    p = reader.params()
+    readings = []
     for res, q in zip(retriever.batch_search([q.text for q in qs], k=max(read_ks), level="passage"), qs, strict=True):
         lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in res.hits])
-        for w, m in grid:
+        readings.append((spans_of(lg, p["max_answer_tokens"]), lambda pred, q=q: score_answer(pred, q)[0]))
+    out = calibrate(readings, read_ks, grid_of(reader_spec()))
+    out["questions_seen_in_training"] = not unseen
+    return out
+
+
+def more_evidence(sc: dict[str, list[float]], read_ks: list[int]) -> dict[str, Any]:
+    """What reading more did to one list's answers: lost@K / gained@K against the first read-k, and EM@K − EM@1."""
+    from hiera.eval.paired import lost_and_gained, paired_ci
+
+    first = read_ks[0]
+    out: dict[str, Any] = {}
+    for k in read_ks[1:]:
+        out[f"lost@{k}"], out[f"gained@{k}"] = lost_and_gained(sc[f"em@{first}"], sc[f"em@{k}"])
+        out[f"em@{k}-em@{first}"] = [round(x, 2) for x in paired_ci(sc[f"em@{k}"], sc[f"em@{first}"])]
+    return out
+
+
+def compare(scores: dict[str, dict[str, list[float]]], read_plan: dict[str, Any], read_ks: list[int],
+            runs: dict[str, Any], tuned: bool, baseline: bool) -> list[dict[str, Any]]:
+    """Every comparison the report claims, as a paired difference of EM with its 95% bootstrap interval."""
+    from hiera.eval.paired import paired_ci
+
+    out = []
+
+    def add(name: str, a: list[float], b: list[float]) -> None:
+        d, lo, hi = paired_ci(a, b)
+        out.append({"comparison": name, "difference": d, "lo": lo, "hi": hi})
+
+    first = read_ks[0]
+    for label, plan in read_plan.items():
+        if plan[1] is read_ks:
+            for k in read_ks[1:]:
+                add(f"{label}: EM@{k} - EM@{first}", scores[label][f"em@{k}"], scores[label][f"em@{first}"])
+    suffixes = ["", "+tuned decoding"] if tuned else [""]
+    for suffix in suffixes:
+        if "dhr" + suffix in scores and "dense" + suffix in scores:
             for k in read_ks:
-                ans = reader.decode(lg, upto=k, passage_weight=w, merge=m)
-                em[(w, m)] += score_answer(ans[0].text if ans else "", q)[0] / len(read_ks)
-    best = max(grid, key=lambda g: (em[g], g == (spec.param("passage_weight").default, "max")))
-    return {"questions": len(qs), "chosen": {"passage_weight": best[0], "merge": best[1]},
-            "em": {f"passage_weight={w},merge={m}": round(100 * v / len(qs), 2) for (w, m), v in em.items()}}
+                add(f"dhr{suffix} - dense{suffix}: EM@{k}", scores["dhr" + suffix][f"em@{k}"],
+                    scores["dense" + suffix][f"em@{k}"])
+    if tuned:
+        for label in runs:
+            for k in read_ks:
+                add(f"{label}: tuned - own decoding, EM@{k}", scores[label + "+tuned decoding"][f"em@{k}"],
+                    scores[label][f"em@{k}"])
+    if baseline:
+        for label in runs:
+            for k in read_ks:
+                add(f"{label}: reader - baseline, EM@{k}", scores[label][f"em@{k}"], scores[f"baseline:{label}"][f"em@{k}"])
+    return out
 
 
 def gold_paragraph(col: Any, q: Any, cache: dict[str, list[list[Any]]]) -> list[Any]:
@@ -132,12 +184,16 @@ def main() -> None:
     ap.add_argument("--train-minutes", type=float, default=100.0)
     ap.add_argument("--questions", type=int, default=300, help="dev questions (a seeded spread-out sample)")
     ap.add_argument("--retrievers", default="bm25,dense,dhr,hybrid")
-    ap.add_argument("--read-ks", default="1,5,20")
+    ap.add_argument("--read-ks", default="1,5,20,50")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another reader read on the same passages: every EM compared with it, paired")
+    ap.add_argument("--save-decoding", action="store_true",
+                    help="write the decoding tuned on train questions into --reader (its defaults from then on)")
     ap.add_argument("--rerank", type=Path, default=None,
                     help=f"cross-encoder for a reranked row of the best retriever (e.g. {RERANKER.relative_to(WORK.parent.parent)})")
     ap.add_argument("--latency-sample", type=int, default=30)
     ap.add_argument("--tune-questions", type=int, default=150,
-                    help="held-out train questions that choose passage_weight and merge (0: defaults only)")
+                    help="train questions that choose passage_weight, rank_weight and merge (0: the reader's own only)")
     ap.add_argument("--fetchhr", type=Path, default=WORK / "fetchhr" / "heads",
                     help="FetchHR heads (hiera train-fetchhr) for Table 2 (skipped if absent)")
     ap.add_argument("--budget", type=int, default=30, help="Table 2: passages read, L×k for FetchHR, top-(L×k) for dense")
@@ -162,6 +218,7 @@ def main() -> None:
     col = open_collection(root)
     sep = col.store.title_sep
     reader = Reader(args.reader)
+    baseline = Reader(args.baseline) if args.baseline else None
     read_ks = sorted({int(x) for x in args.read_ks.split(",")})
     kmax = max(read_ks)
     dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
@@ -195,7 +252,12 @@ def main() -> None:
         t = time.perf_counter()
         tuned = tune_decoding(reader, col, methods["dhr-tuned"], args.tune_questions, read_ks, sep)
         print(f"decoding tuned on {tuned.get('questions', 0)} train questions in {time.perf_counter() - t:.0f}s: "
-              f"{tuned.get('chosen')}")
+              f"{tuned.get('chosen')} ({tuned.get('chosen_em')})")
+        if args.save_decoding:
+            from hiera.read.calibrate import save_decoding
+
+            save_decoding(args.reader, tuned["chosen"], tuned)
+            print(f"saved into {args.reader}: its decoding from now on")
     decodings = {"": {}, **({"+tuned decoding": tuned["chosen"]} if tuned.get("chosen") else {})}
 
     # FetchHR's Table 2: every passage of the budget is read (L×k from the layers vs dense's top L×k)
@@ -225,6 +287,7 @@ def main() -> None:
             lists[label] = [union.add(h.passage_id, title_line(h, sep), h.text) for h in hits]
         gold = [union.add(p.id, p.title(sep), p.text) for p in gold_paragraph(col, q, para_cache)]
         lg = reader.logits(q.text, union.pairs)
+        blg = baseline.logits(q.text, union.pairs) if baseline else None
         for label, idx in lists.items():
             sub = lg.subset(idx)
             for k in read_plan[label][1]:
@@ -232,7 +295,14 @@ def main() -> None:
                 em, f1 = score_answer(ans[0].text if ans else "", q)
                 scores[label].setdefault(f"em@{k}", []).append(em)
                 scores[label].setdefault(f"f1@{k}", []).append(f1 or 0.0)
-        ans = reader.decode(lg.subset(gold))
+            if blg is not None and label in runs:  # the baseline with its own decoding, on the same passages
+                bsub = blg.subset(idx)
+                for k in read_ks:
+                    ans = baseline.decode(bsub, upto=k)
+                    em, f1 = score_answer(ans[0].text if ans else "", q)
+                    scores.setdefault(f"baseline:{label}", {}).setdefault(f"em@{k}", []).append(em)
+        # a paragraph's parts are not a retrieval ranking: no rank prior when reading the gold paragraph
+        ans = reader.decode(lg.subset(gold), rank_weight=0.0)
         em, f1 = score_answer(ans[0].text if ans else "", q)
         scores["reading-comprehension"].setdefault("em", []).append(em)
         scores["reading-comprehension"].setdefault("f1", []).append(f1 or 0.0)
@@ -253,7 +323,7 @@ def main() -> None:
         lat[label] = float(np.median(ms)) if ms else float("nan")
 
     rep = Report(args.name, columns=["method", *[f"EM@{k}" for k in read_ks], *[f"F1@{k}" for k in read_ks],
-                                    "top1", f"top{kmax}", "retrieve ms p50", "read ms p50"])
+                                    f"lost@{kmax}", "top1", f"top{kmax}", "retrieve ms p50", "read ms p50"])
     rc = {k: 100 * float(np.mean(v)) for k, v in scores["reading-comprehension"].items()}
     rep.add({"method": "gold paragraph (reading comprehension)", f"EM@{read_ks[0]}": round(rc["em"], 1),
              f"F1@{read_ks[0]}": round(rc["f1"], 1)}, {"em": rc["em"] / 100, "f1": rc["f1"] / 100},
@@ -263,15 +333,25 @@ def main() -> None:
             continue  # Table 2's budget rows, below
         base = label.split("+tuned")[0]
         m = {k: 100 * float(np.mean(v)) for k, v in scores[label].items()}
+        more = more_evidence(scores[label], read_ks)
         row = {"method": label, **{f"EM@{k}": round(m[f"em@{k}"], 1) for k in read_ks},
                **{f"F1@{k}": round(m[f"f1@{k}"], 1) for k in read_ks},
+               f"lost@{kmax}": round(100 * more[f"lost@{kmax}"], 1),
                "top1": round(100 * run.metrics["top1"], 1), f"top{kmax}": round(100 * run.metrics[f"top{kmax}"], 1),
                "retrieve ms p50": round(run.metrics.get("latency_ms_p50", float("nan")), 1),
                "read ms p50": round(lat[base], 1)}
         rep.add(row, {**{k: v / 100 for k, v in m.items()}, "top1": run.metrics["top1"], f"top{kmax}": run.metrics[f"top{kmax}"],
                       "retrieve_ms_p50": run.metrics.get("latency_ms_p50"), "read_ms_p50": lat[base],
-                      "params": {k: str(v) for k, v in run.params.items()}, "decoding": dec}, key=label, echo=False)
-    rep.print(f"Reader on {len(qs)} SQuAD dev questions (pooled corpus). EM/F1 in %, SQuAD v1.1 normalization.")
+                      "params": {k: str(v) for k, v in run.params.items()}, "decoding": dec, "more_evidence": more},
+                key=label, echo=False)
+    rep.print(f"Reader on {len(qs)} SQuAD dev questions (pooled corpus). EM/F1 in %, SQuAD v1.1 normalization; "
+              f"lost@{kmax}: % of questions right at read-k {read_ks[0]} and wrong at {kmax}.")
+    comparisons = compare(scores, read_plan, read_ks, runs, "+tuned decoding" in decodings, baseline is not None)
+    cmp_rep = Report(f"{args.name}-paired", columns=["comparison", "difference", "95% interval"])
+    for c in comparisons:
+        cmp_rep.add({"comparison": c["comparison"], "difference": round(c["difference"], 1),
+                     "95% interval": f"[{c['lo']:+.1f}, {c['hi']:+.1f}]"}, echo=False)
+    cmp_rep.print(f"Paired differences of EM in points over the same {len(qs)} questions (bootstrap, 2,000 rounds)")
     if budget_runs:
         fh, fp, dn = f"fetchhr@{args.budget}", f"fetchhr-paper@{args.budget}", f"dense@{args.budget}"
         first = [k for k in budget_ks if k < args.budget]
@@ -301,12 +381,24 @@ def main() -> None:
         "open_domain_best_em>=40": {"value": best_em, "method": open_best, "met": best_em >= 40},
         "dhr_em>=dense_em+2": {"dhr": dhr_em, "dense": dense_em,
                                "met": None if dhr_em is None or dense_em is None else dhr_em >= dense_em + 2},
+        # reading more never loses on average: EM at the deepest read-k at least EM at the first, every list
+        f"em@{kmax}>=em@{read_ks[0]}": {
+            label: {"difference_ci95": rep.results[label]["more_evidence"][f"em@{kmax}-em@{read_ks[0]}"],
+                    "met": rep.results[label]["more_evidence"][f"em@{kmax}-em@{read_ks[0]}"][0] >= 0}
+            for label, plan in read_plan.items() if plan[1] is read_ks},
     }
+    if baseline is not None and "dhr" in runs:
+        c = next(c for c in comparisons if c["comparison"] == f"dhr: reader - baseline, EM@{read_ks[0]}")
+        targets[f"dhr_em@{read_ks[0]}>=baseline+3"] = {"difference": c["difference"], "ci95": [c["lo"], c["hi"]],
+                                                      "met": c["difference"] >= 3}
     print("targets:", targets)
     rep.write(questions=len(qs), sample_seed=args.seed, reader=str(args.reader), reader_meta=reader.meta,
               training={"seconds": reader.meta["train"]["seconds"], "steps": reader.meta["train"]["steps"],
-                        "peak_rss_mb": reader.meta["peak_rss_mb"], "examples": reader.meta["examples"]},
+                        "peak_rss_mb": reader.meta.get("peak_rss_mb"), "examples": reader.meta["examples"]},
               read_seconds=round(read_seconds, 1), targets=targets, dhr_tuned=DHR_TUNED,
+              comparisons=comparisons, baseline=str(args.baseline) if args.baseline else None,
+              baseline_results={k: {m: float(np.mean(v)) for m, v in sc.items()}
+                                for k, sc in scores.items() if k.startswith("baseline:")},
               fetchhr={"heads": str(args.fetchhr), "budget": args.budget} if budget_runs else None,
               decoding_tuning=tuned)
 

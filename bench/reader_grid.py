@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import REPO, WORK, data_dir, ensure_collection
+from hiera.eval.paired import paired_ci
 
 # Batches of 64 on a GPU: four times the CPU's batch of 16 at 1e-4 wants a higher rate than the 5e-5 the first
 # GPU recipe used; a plain span head on this model did best with 2e-4 for 4 epochs. Most promising first, so a
@@ -190,15 +191,6 @@ def calibrate_decoding(judge: Judge, spans: list[Any], ks: tuple[int, ...]) -> d
 
     readings = [(sp, lambda pred, q=q: score_answer(pred, q)[0]) for sp, q in zip(spans, judge.qs, strict=True)]
     return calibrate(readings, ks, grid_of(reader_spec()))
-
-
-def paired_ci(a: list[float], b: list[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of ``a - b`` (in points) with a 95% paired bootstrap interval."""
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    boots = d[rng.integers(0, len(d), size=(rounds, len(d)))].mean(axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return 100 * float(d.mean()), 100 * float(lo), 100 * float(hi)
 
 
 class Groups:

@@ -1,10 +1,9 @@
-"""The reader grid's article split and its paired intervals (the training runs are the device's, not a test's)."""
+"""The reader grid's article split (its training runs are the device's, not a test's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,12 +32,3 @@ def test_articles_are_split_whole_disjoint_and_seeded(grid):
     for bad in (0, 44):
         with pytest.raises(SystemExit, match="--held-out"):
             grid.split_articles(data, bad, seed=0)
-
-
-def test_paired_intervals_bracket_the_mean_difference(grid):
-    assert grid.paired_ci([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)
-    assert grid.paired_ci([1.0] * 50, [0.0] * 50) == (100.0, 100.0, 100.0)
-    rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 2, 400).tolist(), rng.integers(0, 2, 400).tolist()
-    mean, lo, hi = grid.paired_ci(a, b)
-    assert lo < mean < hi and hi - lo < 20
