@@ -246,7 +246,11 @@ def free() -> None:
         pass
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """The whole run (``argv``: this module's command-line arguments); returns what ``reader-grid.json`` holds.
+
+    ``bench.gpu`` may call it inside its own run: ``main(["--device", "cuda", "--out", DIR])``.
+    """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train-file", type=Path, default=None, help=f"SQuAD-format articles (default ../shared/data/{TRAIN_FILE})")
     ap.add_argument("--held-out", type=int, default=8, help="articles held back to judge the recipes")
@@ -264,7 +268,7 @@ def main() -> None:
     ap.add_argument("--refit", action="store_true", help="train the chosen recipe again on all articles, time allowing")
     ap.add_argument("--out", type=Path, default=None, help="where the parts and JSON go (default $OUT, else bench/out/reader-grid)")
     ap.add_argument("--keep", type=Path, default=None, help="also keep the chosen reader directory here (float32)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     t_start = time.perf_counter()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -408,6 +412,7 @@ def main() -> None:
                   f"{r['train']['steps']} | {r['train']['seconds']:.0f} |")
     print(f"chosen: {best['name']} ({best['recipe']}); whole paragraphs read as one passage: {best['whole']}")
     print(f"parts in {out}: {', '.join(report['parts'])}; {time.perf_counter() - t_start:.0f}s in all")
+    return report
 
 
 def keep_best(model: Any, tok: Any, best_dir: Path, meta: dict[str, Any], rargs: Any, grep: Any, rep: dict[str, Any],
