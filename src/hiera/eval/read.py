@@ -5,6 +5,13 @@ once; the answers at every read-k come from the windows of the first k
 passages (the selection softmax taken over those only), so ``em@1``, ``em@5``
 and ``em@20`` cost one reading. Regex gold answers (CuratedTREC) count an
 exact match when a pattern matches the whole prediction; they have no F1.
+
+Beside EM/F1: ``lost@K`` (``gained@K``), the share of questions answered
+right at the smallest read-k and wrong at K (the reverse), and, for
+open-domain questions with answer strings (NQ-open, TriviaQA),
+``answerable@K``, the share whose answer string (DPR's ``has_answer``) is in
+the top K passages read, with ``em@k_answerable`` the EM over those only:
+what the reader makes of the questions retrieval made answerable.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 import regex
 from tqdm import tqdm
 
+from hiera.eval.match import passage_has_answer
 from hiera.eval.metrics import latency_percentiles
 from hiera.eval.questions import Question
 from hiera.read.pipeline import title_line
@@ -46,8 +54,13 @@ def read_hits(
     """``em@K``/``f1@K`` for each read-k, the reader's latency, and each question's predictions."""
     params = dict(params or {})
     kmax = max(read_ks)
+    kmin = min(read_ks)
     em = {k: 0.0 for k in read_ks}
     f1s = {k: 0.0 for k in read_ks}
+    em_answerable = {k: 0.0 for k in read_ks}
+    lost = {k: 0 for k in read_ks}
+    gained = {k: 0 for k in read_ks}
+    answerable = 0
     has_f1 = True
     ms: list[float] = []
     rows: list[dict[str, Any]] = []
@@ -57,16 +70,25 @@ def read_hits(
         t = time.perf_counter()
         lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top], reader.params(params)["part_words"])
         row: dict[str, Any] = {"id": q.id, "question": q.text, "gold": list(q.answers)}
+        can = any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
+        answerable += can
+        right: dict[int, float] = {}
         for k in read_ks:
             answers = reader.decode(lg, upto=k, **params)
             pred = answers[0].text if answers else ""
             e, f = score_answer(pred, q)
+            right[k] = e
             em[k] += e
+            em_answerable[k] += e if can else 0.0
             if f is None:
                 has_f1 = False
             else:
                 f1s[k] += f
             row[f"pred@{k}"] = pred
+        for k in read_ks:
+            lost[k] += right[kmin] > right[k]
+            gained[k] += right[k] > right[kmin]
+        row["answerable"] = can
         ms.append((time.perf_counter() - t) * 1000.0)
         rows.append(row)
     n = max(len(questions), 1)
@@ -75,6 +97,13 @@ def read_hits(
         out[f"em@{k}"] = em[k] / n
         if has_f1:
             out[f"f1@{k}"] = f1s[k] / n
+        if k != kmin:
+            out[f"lost@{k}"], out[f"gained@{k}"] = lost[k] / n, gained[k] / n
+    if any(not q.gold_passages for q in questions):
+        # answers without gold passages (NQ-open, TriviaQA, CuratedTREC): what retrieval made answerable, read
+        out[f"answerable@{kmax}"] = answerable / n
+        for k in read_ks:
+            out[f"em@{k}_answerable"] = em_answerable[k] / max(answerable, 1)
     if ms:
         lat = latency_percentiles(ms)
         out["latency_read_ms_p50"], out["latency_read_ms_p95"] = lat["latency_ms_p50"], lat["latency_ms_p95"]
