@@ -31,7 +31,9 @@
   it trained on all of them: then the tuning saw its training data, and the
   JSON says so), read from ``dhr-tuned``'s passages; dev is then decoded
   with the reader's own decoding and with the tuned values;
-  ``--save-decoding`` writes the tuned values into the reader;
+  ``--save-decoding`` writes the tuned values into the reader, ``--tune-only``
+  stops there (no dev question read); a ``bench.reader_grid`` reader tunes on
+  its held-back articles;
 * **cost**: training wall time and peak RSS (from the reader's metadata),
   retrieval and reading latency per question (reading timed on each
   retriever's own top-20, one question at a time).
@@ -105,8 +107,12 @@ def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[i
 
     train = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad", rules=col.store.rules)
     a = reader.meta.get("args", {})
-    seen = {q.id for q in sample_questions(train, a.get("max_examples"), a.get("seed", 42))}
-    unseen = [q for q in train if q.id not in seen]
+    held = set(reader.meta.get("chosen_on", {}).get("held_out_articles", []))  # bench.reader_grid's readers
+    if held:
+        unseen = [q for q in train if q.metadata.get("title") in held]
+    else:
+        seen = {q.id for q in sample_questions(train, a.get("max_examples"), a.get("seed", 42))}
+        unseen = [q for q in train if q.id not in seen]
     qs = spread_sample(unseen or train, n, seed=1)
     p = reader.params()
     readings = []
@@ -164,6 +170,21 @@ def compare(scores: dict[str, dict[str, list[float]]], read_plan: dict[str, Any]
     return out
 
 
+def tune_and_save(args: argparse.Namespace, reader: Any, col: Any, retriever: Any, read_ks: list[int],
+                  sep: str) -> dict[str, Any]:
+    """:func:`tune_decoding`, printed, and with ``--save-decoding`` written into the reader."""
+    t = time.perf_counter()
+    tuned = tune_decoding(reader, col, retriever, args.tune_questions, read_ks, sep)
+    print(f"decoding tuned on {tuned['questions']} train questions in {time.perf_counter() - t:.0f}s: "
+          f"{tuned['chosen']} ({tuned['chosen_em']})")
+    if args.save_decoding:
+        from hiera.read.calibrate import save_decoding
+
+        save_decoding(args.reader, tuned["chosen"], tuned)
+        print(f"saved into {args.reader}: its decoding from now on")
+    return tuned
+
+
 def gold_paragraph(col: Any, q: Any, cache: dict[str, list[list[Any]]]) -> list[Any]:
     """The passages of the question's whole SQuAD paragraph (what reading comprehension is given)."""
     from hiera.eval.questions import squad_passage_spans
@@ -189,6 +210,7 @@ def main() -> None:
                     help="another reader read on the same passages: every EM compared with it, paired")
     ap.add_argument("--save-decoding", action="store_true",
                     help="write the decoding tuned on train questions into --reader (its defaults from then on)")
+    ap.add_argument("--tune-only", action="store_true", help="stop after tuning (and saving) the decoding")
     ap.add_argument("--rerank", type=Path, default=None,
                     help=f"cross-encoder for a reranked row of the best retriever (e.g. {RERANKER.relative_to(WORK.parent.parent)})")
     ap.add_argument("--latency-sample", type=int, default=30)
@@ -225,6 +247,10 @@ def main() -> None:
     qs = spread_sample(dev, args.questions, args.seed)
     print(f"{len(qs)} of {len(dev)} SQuAD dev questions; reader {args.reader} ({reader.meta['train']['steps']} steps)")
 
+    if args.tune_only:  # calibrate (and save) the decoding on train questions; no dev question is read
+        tune_and_save(args, reader, col, get_retriever("dhr", col, **DHR_TUNED), read_ks, sep)
+        return
+
     # 1. retrieve: each method's top passages (and its own top-k accuracy, latency)
     methods: dict[str, Any] = {}
     for name in [n.strip() for n in args.retrievers.split(",") if n.strip()]:
@@ -249,15 +275,7 @@ def main() -> None:
 
     tuned: dict[str, Any] = {}
     if args.tune_questions:
-        t = time.perf_counter()
-        tuned = tune_decoding(reader, col, methods["dhr-tuned"], args.tune_questions, read_ks, sep)
-        print(f"decoding tuned on {tuned.get('questions', 0)} train questions in {time.perf_counter() - t:.0f}s: "
-              f"{tuned.get('chosen')} ({tuned.get('chosen_em')})")
-        if args.save_decoding:
-            from hiera.read.calibrate import save_decoding
-
-            save_decoding(args.reader, tuned["chosen"], tuned)
-            print(f"saved into {args.reader}: its decoding from now on")
+        tuned = tune_and_save(args, reader, col, methods["dhr-tuned"], read_ks, sep)
     decodings = {"": {}, **({"+tuned decoding": tuned["chosen"]} if tuned.get("chosen") else {})}
 
     # FetchHR's Table 2: every passage of the budget is read (L×k from the layers vs dense's top L×k)
