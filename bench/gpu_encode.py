@@ -29,7 +29,7 @@ Everything it reads is in the GPU kit (``../shared/gpu/pack.py --faiss --data`` 
 
 Writes ``$OUT/gpu_encode.json`` when ``OUT`` is set (a lent machine's output folder), else
 ``bench/out/gpu_encode.json``. ``run(rep, args)`` is the entry point ``bench.gpu`` calls with the
-arguments of :func:`add_arguments`.
+arguments of :func:`add_arguments` (:func:`defaults` makes them: ``run(rep, defaults(distractors=100_000))``).
 """
 
 from __future__ import annotations
@@ -64,6 +64,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="comma-separated paths under ../shared/data to ingest (default: all four of the kit)")
     ap.add_argument("--encode-passages", type=int, default=0, help="(a): at most this many passages (0: all)")
     ap.add_argument("--skip-build", action="store_true", help="steps 1-4 only")
+
+
+def defaults(**overrides: Any) -> argparse.Namespace:
+    """The arguments of :func:`add_arguments` at their defaults, with ``overrides`` (``bench.gpu`` calls ``run`` so)."""
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args([])
+    for k, v in overrides.items():
+        if not hasattr(args, k):
+            raise TypeError(f"bench.gpu_encode has no argument {k!r}")
+        setattr(args, k, v)
+    return args
 
 
 def _device(name: str) -> str:
