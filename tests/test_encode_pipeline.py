@@ -161,7 +161,10 @@ def test_the_encoder_streams_through_its_tokenizer_workers(tmp_path: Path, refer
     """Encoder on the streaming path with two worker threads: sentence-transformers' order and cosine ≥ 0.9999."""
     half = Encoder(backend="torch", device="cpu", precision="float16", batch_size=4, tokenize_workers=2,
                    cache_dir=tmp_path)
-    got = half.encode_document(TEXTS)
+    both = half.encode_document(TEXTS + TEXTS[:3])  # a text given twice is encoded once, in both rows
+    np.testing.assert_array_equal(both[len(TEXTS):], both[:3])
+    assert half.cache is not None and len(half.cache) == len(TEXTS)
+    got = both[: len(TEXTS)]
     pool: Any = half.tokenizer_pool()
     assert pool is not None and pool.workers == 2 and pool.kind == "thread"
     cos = (got * reference).sum(axis=1)

@@ -456,21 +456,23 @@ class Encoder:
         whole, landed vectors are ever written, and when a batch fails the
         ones landed before it are kept (a rerun resumes after them).
         """
+        first = np.fromiter((todo[h][0] for h in hashes), dtype=np.int64, count=len(hashes))
         writer = _CacheWriter(self.cache)
         try:
             with self._lock:
                 pool = self.tokenizer_pool()
                 for idx, vecs in stream_batches(self.doc_model, uniq, self.document_prompt, self.batch_size,
                                                 self.device, self._prefetch(pool), pool):
-                    hs = [hashes[i] for i in idx]
-                    for h, v in zip(hs, vecs, strict=True):
-                        out[todo[h]] = v
-                    writer.add(hs, vecs)
-                    bar.update(len(hs))
+                    out[first[idx]] = vecs  # one numpy assignment a batch: this thread feeds the GPU
+                    writer.add([hashes[i] for i in idx], vecs)
+                    bar.update(len(idx))
         except BaseException:
             writer.close(check=False)  # keeps what landed; the encoding error is the one reported
             raise
         writer.close()
+        for h in hashes:  # a text given more than once: its other positions
+            if len(todo[h]) > 1:
+                out[todo[h][1:]] = out[todo[h][0]]
 
 
 class _CacheWriter:
