@@ -1,9 +1,12 @@
-"""The ``sets`` method end to end on real quest-vital queries over a small collection of their ovos summaries.
+"""The ``sets`` method on real quest-vital queries over a small collection of their ovos summaries.
 
-A fake classifier (reading each document's Wikidata description, which the
-gold sets come from) stands in for the trained cross-encoder, so these tests
-check the mechanics: parsing, candidates, classification scopes, set algebra,
-evidence and trace; tests/cli/test_train.py trains and runs a real one.
+Most tests check the mechanics (parsing, candidates, classification scopes,
+set algebra, evidence and trace) with a stand-in classifier that reads each
+document's Wikidata description, which the gold sets come from: its answers
+are near the gold by construction, so they say nothing of quality.
+:func:`test_end_to_end_with_a_trained_classifier` runs the method as a user
+does: a cross-encoder trained by ``hiera train-classifier``'s code (a small
+budget), and its answers scored against the gold sets.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
+import helpers
+import numpy as np
 import pytest
 from questdata import FakeClassifier
 
@@ -24,6 +29,8 @@ from hiera.sets.lexical import LEXICAL_EVIDENCE
 from hiera.sets.plan import roles_of
 from hiera.sets.queries import gold_ids, load_set_queries
 from hiera.sets.tune import set_f1
+from hiera.train.args import ClassifierArgs
+from hiera.train.classifier import train_classifier
 
 
 def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetriever, FakeClassifier]:
@@ -33,42 +40,82 @@ def fake_sets(col: Collection, quest: dict, zero=(), **params) -> tuple[SetsRetr
     return r, fake
 
 
-def test_end_to_end_on_real_queries(quest_col: Collection, quest: dict) -> None:
+def _check_result(col: Collection, r: SetsRetriever, q, res, threshold: float | None = 0.5) -> None:
+    """What holds for every answer, whatever the classifier: trace, set algebra over the listed members, evidence."""
+    assert res.answer_set is not None and res.level == "doc"
+    steps = {s.name: s for s in res.trace}
+    assert list(steps) == ["encode-query", "parse", "candidates", "classify", "set-algebra", "evidence", "answered-by"][
+        1 - ("encode-query" in steps):
+    ]
+    parse = steps["parse"].detail
+    assert parse["template"] == q.template and not parse["fallback"]
+    # the members are exactly what set algebra gives over the accepted sets the trace lists
+    per = steps["classify"].detail["per_constraint"]
+    members = {c: {d: 0.9 for d in info["members"]} for c, info in per.items()}
+    expr = r.planner.parser("rules").parse(q.query).expression
+    assert set(evaluate(expr, members)) == set(res.answer_set)
+    for info in per.values():
+        assert info["accepted"] == len(info["members"]) <= info["scored"]
+        if threshold is not None:
+            assert info["threshold"] == threshold
+    # hits: members first (best first), each with a supporting sentence per positive constraint
+    n = len(res.answer_set)
+    assert [h.doc_id for h in res.hits[:n]] == res.answer_set
+    assert all(h.rank == i + 1 for i, h in enumerate(res.hits))
+    roles = roles_of(expr)
+    for h in res.hits[:n]:
+        positive = {c for c, role in roles.items()
+                    if role != "negative" and h.stages.get(c) and h.stages[c].score >= per[c]["threshold"]}
+        assert set(h.support) == positive and h.evidence and h.passage_id == h.evidence[0]
+        text = col.store.doc_fulltext(h.doc_id)
+        assert all(s in text for s in h.support.values())
+        assert "set" in h.stages and h.to_dict()["support"] == h.support
+    assert all(h.support == {} for h in res.hits[n:])
+
+
+def test_mechanics_on_real_queries_with_a_stand_in_classifier(quest_col: Collection, quest: dict) -> None:
     r, fake = fake_sets(quest_col, quest)
     queries = load_set_queries(quest["queries"])
     results = r.batch_search([q.query for q in queries], k=50)
     for q, res in zip(queries, results, strict=True):
         gold, missing = gold_ids(quest_col.store, q)
         assert missing == 0
-        assert res.answer_set is not None and res.level == "doc"
         assert set_f1(set(res.answer_set), gold) >= 0.8, (q.query, res.answer_set, gold)
-        steps = {s.name: s for s in res.trace}
-        assert list(steps) == ["encode-query", "parse", "candidates", "classify", "set-algebra", "evidence",
-                               "answered-by"][
-            1 - ("encode-query" in steps):
-        ]
-        parse = steps["parse"].detail
-        assert parse["template"] == q.template and not parse["fallback"]
-        # the members are exactly what set algebra gives over the accepted sets the trace lists
-        per = steps["classify"].detail["per_constraint"]
-        members = {c: {d: 0.9 for d in info["members"]} for c, info in per.items()}
-        expr = r.planner.parser("rules").parse(q.query).expression
-        assert set(evaluate(expr, members)) == set(res.answer_set)
-        for info in per.values():
-            assert info["threshold"] == 0.5 and info["accepted"] == len(info["members"]) <= info["scored"]
-        # hits: members first (best first), each with a supporting sentence per positive constraint
-        n = len(res.answer_set)
-        assert [h.doc_id for h in res.hits[:n]] == res.answer_set
-        assert all(h.rank == i + 1 for i, h in enumerate(res.hits))
-        roles = roles_of(expr)
-        for h in res.hits[:n]:
-            positive = {c for c, role in roles.items() if role != "negative" and h.stages.get(c) and h.stages[c].score >= 0.5}
-            assert set(h.support) == positive and h.evidence and h.passage_id == h.evidence[0]
-            text = quest_col.store.doc_fulltext(h.doc_id)
-            assert all(s in text for s in h.support.values())
-            assert "set" in h.stages and h.to_dict()["support"] == h.support
-        assert all(h.support == {} for h in res.hits[n:])
+        _check_result(quest_col, r, q, res)
     assert fake.pairs > 0
+
+
+# A budget that trains in under a minute on two CPU cores (36 s of training on one busy core). The run is seeded
+# and deterministic: mean set F1 0.768 over these five queries, the same on 1 and 2 threads. Seeds 1, 2 and 3 gave
+# 0.76, 0.61 and 0.76 (the floor is below all of them); the retrieval-score stand-in without a classifier 0.476.
+TRAINED = ClassifierArgs(max_steps=50, negatives=8, max_length=32, batch_size=16, dev_fraction=0.0, progress=False)
+TRAINED_F1, BASELINE_F1 = 0.6, 0.48
+
+
+@pytest.fixture(scope="module")
+def trained_classifier(quest: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("set-classifier") / "clf"
+    train_classifier(quest["root"], load_set_queries(quest["queries"]), out, TRAINED, log=helpers.QUIET)
+    return out
+
+
+def test_end_to_end_with_a_trained_classifier(quest_col: Collection, quest: dict, trained_classifier: Path) -> None:
+    """A trained cross-encoder's probabilities decide the sets: better than retrieval scores alone, and consistent."""
+    queries = load_set_queries(quest["queries"])
+    texts = [q.query for q in queries]
+    r = SetsRetriever(quest_col, classifier=str(trained_classifier), candidates=30)
+    results = r.batch_search(texts, k=50)
+    f1 = []
+    for q, res in zip(queries, results, strict=True):
+        classify = next(s for s in res.trace if s.name == "classify").detail
+        assert classify["classifier"] == trained_classifier.name
+        _check_result(quest_col, r, q, res, threshold=None)
+        f1.append(set_f1(set(res.answer_set), gold_ids(quest_col.store, q)[0]))
+    baseline = [set_f1(set(res.answer_set), gold_ids(quest_col.store, q)[0])
+                for q, res in zip(queries, SetsRetriever(quest_col, candidates=30).batch_search(texts, k=50), strict=True)]
+    assert np.mean(baseline) == pytest.approx(BASELINE_F1, abs=0.005)
+    assert np.mean(f1) >= TRAINED_F1, (f1, baseline)
+
 
 
 def test_difference_trace_names_the_excluding_constraint(quest_col: Collection, quest: dict) -> None:
