@@ -100,7 +100,12 @@ def trained_classifier(quest: dict, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_end_to_end_with_a_trained_classifier(quest_col: Collection, quest: dict, trained_classifier: Path) -> None:
-    """A trained cross-encoder's probabilities decide the sets: better than retrieval scores alone, and consistent."""
+    """A trained cross-encoder's probabilities decide the sets: better than retrieval scores alone, and consistent.
+
+    The classifier is trained on these same five queries' atoms (there is no other gold in this collection), so
+    this checks that the method runs a real classifier end to end, not how well one generalizes
+    (``bench/quest_sets.py`` measures that).
+    """
     queries = load_set_queries(quest["queries"])
     texts = [q.query for q in queries]
     r = SetsRetriever(quest_col, classifier=str(trained_classifier), candidates=30)
