@@ -180,3 +180,21 @@ def test_a_damaged_pending_marker_is_reported_and_the_next_build_settles_it(
     assert col.manifest.corpus_version == col.store.version
     assert col.store.get_document("honeybees") is None  # the killed add's documents never committed ...
     assert not any(h.doc_id == "honeybees" for h in get_retriever("bm25", col).search("honeybee hive waggle dance", k=5))
+
+
+def test_a_server_keeps_its_open_build_while_the_live_one_cannot_be_told(
+    bm25_copy: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reload check that meets a damaged marker keeps answering from the build it has open, and says why."""
+    from hiera.serve.service import Service
+
+    root = bm25_copy
+    before, _ = _killed_add(root, tmp_path)
+    service = Service(root)
+    assert service.col.build_dir == before
+    (root / BUILDS / PENDING).write_text("{")
+    with caplog.at_level("WARNING", logger="hiera.serve"):
+        service.refresh(every=0)
+    assert service.col.build_dir == before and service.stale is None
+    assert f"still serving build {before.name}" in caplog.text and "damaged pending-swap marker" in caplog.text
+    assert service.retriever("bm25").search("chess knight", k=1).hits
