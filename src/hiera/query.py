@@ -6,6 +6,11 @@ name, the batch's parameters) instead of a dictionary passed through every
 call. A method that prepares more per query (a parsed set expression, a
 FetchHR head's vectors) keeps it in :attr:`QueryBatch.states` as a value of
 its own type. Batched stages (DHR's passage stage) take the batch itself.
+
+A filtered search carries its compiled filter in :attr:`QueryBatch.filter`
+(an :class:`Allowed`: which documents and passages may be returned), so every
+stage that reads the batch sees the same masks; ``None`` means no filter and
+no mask work at all.
 """
 
 from __future__ import annotations
@@ -19,6 +24,66 @@ import numpy as np
 PASSAGE, DOC = "qp", "qd"
 
 
+@dataclass(eq=False)
+class Allowed:
+    """A compiled filter: the documents and passages a search may return, as boolean masks in index order.
+
+    ``passages`` is never wider than its documents (a passage is allowed only
+    if its document is), and a document is allowed when at least one of its
+    passages is. Positions and device copies are derived once and kept.
+    """
+
+    expr: str  # the filter as parsed, in canonical form
+    docs: np.ndarray  # (n_docs,) bool
+    passages: np.ndarray  # (n_passages,) bool
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_positions.shape[0])
+
+    @property
+    def n_passages(self) -> int:
+        return int(self.passage_positions.shape[0])
+
+    @property
+    def doc_positions(self) -> np.ndarray:
+        """Allowed document positions, ascending (int64)."""
+        return self._derive("doc_positions", lambda: np.flatnonzero(self.docs).astype(np.int64))
+
+    @property
+    def passage_positions(self) -> np.ndarray:
+        """Allowed passage positions, ascending (int64)."""
+        return self._derive("passage_positions", lambda: np.flatnonzero(self.passages).astype(np.int64))
+
+    def level(self, name: str) -> np.ndarray:
+        """The mask of ``doc`` or ``passage`` positions."""
+        return self.docs if name == "doc" else self.passages
+
+    def positions(self, name: str) -> np.ndarray:
+        return self.doc_positions if name == "doc" else self.passage_positions
+
+    def tensor(self, name: str, device: str) -> Any:
+        """The ``doc`` or ``passage`` mask as a boolean torch tensor on ``device``, uploaded once."""
+
+        def upload() -> Any:
+            import torch
+
+            return torch.from_numpy(self.level(name)).to(device)
+
+        return self._derive(("tensor", name, device), upload)
+
+    def _derive(self, key: Any, make: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def summary(self) -> dict[str, Any]:
+        """What a trace records of the filter."""
+        return {"filter": self.expr, "documents": self.n_docs, "of_documents": int(self.docs.shape[0]),
+                "passages": self.n_passages, "of_passages": int(self.passages.shape[0])}
+
+
 @dataclass
 class QueryBatch:
     """Queries searched together, with what was computed for all of them at once."""
@@ -28,6 +93,7 @@ class QueryBatch:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # name → (n, d) float32, one row per query
     encode_ms: float = 0.0  # query encoding, per query
     states: list[Any] | None = None  # a method's own prepared value, one per query
+    filter: Allowed | None = None  # what the search may return; None: everything
     _on_device: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
 
     def tensor(self, name: str, device: str) -> Any:
@@ -71,6 +137,10 @@ class Query:
     @property
     def params(self) -> dict[str, Any]:
         return self.batch.params
+
+    @property
+    def filter(self) -> Allowed | None:
+        return self.batch.filter
 
     @property
     def state(self) -> Any:

@@ -331,6 +331,14 @@ class CorpusStore:
                 for r in conn.execute(q, chunk):
                     yield r[0], _passage(r)
 
+    def doc_trees(self) -> list[tuple[int, str, str, str]]:
+        """``(rowid, id, title, tree JSON)`` of every document: what search filters read their fields from."""
+        return self._conn().execute("SELECT rowid, id, title, tree FROM documents").fetchall()
+
+    def section_paths(self) -> list[tuple[int, str]]:
+        """``(passage rowid, section path JSON)`` of every passage."""
+        return self._conn().execute("SELECT rowid, section_path FROM passages").fetchall()
+
     def passages_by_rowid(self, rowids: Sequence[int]) -> dict[int, Passage]:
         out: dict[int, Passage] = {}
         conn = self._conn()

@@ -1,0 +1,455 @@
+"""Search filters: a small expression language over what the store knows, compiled once to masks in index order.
+
+``year >= 2019 and source = wikipedia and not categories contains "stub"``
+
+Fields (:func:`fields_of` lists them with their types and counts):
+
+* document fields: ``id``, ``title`` (text), ``source`` (every source of a
+  document: its reader's ``metadata.source`` and, for a merged document, each
+  part's in ``metadata.sources``; a document matches if any source does),
+  ``categories`` (a list: matches if any category does), and every key of a
+  document's ``metadata`` (by its name, or ``metadata.NAME`` when a built-in
+  field has the same name), typed from its values: ``number``, ``date`` (ISO
+  ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``…), ``bool``, ``list`` or ``text``;
+* passage fields: ``section`` (the passage's section path, its headings
+  joined with `` > ``, ``""`` for the lead).
+
+Operators: ``=`` ``!=`` ``in (a, b)`` (exact), ``contains`` ``prefix``
+(case-insensitive), ``<`` ``<=`` ``>`` ``>=`` (numbers and dates only); ``and``,
+``or``, ``not`` and parentheses. Values are quoted (``'…'`` or ``"…"``) or bare
+words. A document without a metadata key matches no comparison on it (so
+``!=`` and ``not`` match it).
+
+A filter is parsed once (:func:`parse`), checked against the collection's
+fields (an unknown field, a wrong type or a malformed expression is one
+:class:`~hiera.errors.BadInputError` naming it), and compiled to an
+:class:`~hiera.query.Allowed` (boolean masks over documents and passages).
+:func:`compile_filter` keeps the compiled masks per build, keyed by the
+canonical expression and a generation number (what a build that deletes
+documents without rebuilding would bump).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from hiera.errors import BadInputError
+from hiera.query import Allowed
+
+CACHED = 32  # compiled filters kept per build (a server sees a few distinct ones again and again)
+SECTION_SEP = " > "
+OPS = ("=", "!=", "in", "contains", "prefix", "<", "<=", ">", ">=")
+ORDERED = ("<", "<=", ">", ">=")
+TEXT_OPS = ("=", "!=", "in", "contains", "prefix")
+KIND_OPS = {"text": TEXT_OPS, "list": TEXT_OPS, "number": ("=", "!=", "in", *ORDERED),
+            "date": ("=", "!=", "in", *ORDERED), "bool": ("=", "!=", "in")}
+
+
+# -- the expression ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cmp:
+    field: str
+    op: str
+    values: tuple[str, ...]
+
+    def canonical(self) -> str:
+        vals = ", ".join(json.dumps(v, ensure_ascii=False) for v in self.values)
+        return f"{self.field} in ({vals})" if self.op == "in" else f"{self.field} {self.op} {vals}"
+
+
+@dataclass(frozen=True)
+class Not:
+    arg: Node
+
+    def canonical(self) -> str:
+        return f"not ({self.arg.canonical()})"
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str  # "and" | "or"
+    args: tuple[Node, ...]
+
+    def canonical(self) -> str:
+        return f" {self.op} ".join(f"({a.canonical()})" for a in self.args)
+
+
+Node = Cmp | Not | BoolOp
+
+_TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>|\(|\)|,)"""
+                    r"""|(?P<word>[^\s()=!<>,'"]+))""")
+_KEYWORDS = {"and", "or", "not", "in", "contains", "prefix"}
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out, i = [], 0
+    while i < len(text):
+        if text[i:].strip() == "":
+            break
+        m = _TOKEN.match(text, i)
+        if not m or m.end() == i:
+            raise BadInputError(f"filter: cannot read {text[i:].strip()[:20]!r} at position {i}")
+        kind = m.lastgroup or ""
+        val, start = m.group(kind), m.start(kind)
+        if kind == "str":
+            val = re.sub(r"\\(.)", r"\1", val[1:-1])
+        elif kind == "word" and val.lower() in _KEYWORDS:
+            kind, val = "kw", val.lower()
+        out.append((kind, val, start))
+        i = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> tuple[str, str, int]:
+        tok = self.peek()
+        if tok is None:
+            raise BadInputError(f"filter: {self.text!r} ends too early")
+        self.i += 1
+        return tok
+
+    def fail(self, want: str) -> BadInputError:
+        tok = self.peek()
+        where = f"{tok[1]!r} at position {tok[2]}" if tok else "the end"
+        return BadInputError(f"filter: expected {want}, found {where}")
+
+    def expr(self) -> Node:
+        args = [self.conj()]
+        while (t := self.peek()) and t[:2] == ("kw", "or"):
+            self.i += 1
+            args.append(self.conj())
+        return args[0] if len(args) == 1 else BoolOp("or", tuple(args))
+
+    def conj(self) -> Node:
+        args = [self.neg()]
+        while (t := self.peek()) and t[:2] == ("kw", "and"):
+            self.i += 1
+            args.append(self.neg())
+        return args[0] if len(args) == 1 else BoolOp("and", tuple(args))
+
+    def neg(self) -> Node:
+        t = self.peek()
+        if t and t[:2] == ("kw", "not"):
+            self.i += 1
+            return Not(self.neg())
+        return self.atom()
+
+    def atom(self) -> Node:
+        t = self.peek()
+        if t and t[:2] == ("op", "("):
+            self.i += 1
+            node = self.expr()
+            if (self.peek() or ("", "", 0))[:2] != ("op", ")"):
+                raise self.fail("')'")
+            self.i += 1
+            return node
+        if not t or t[0] not in ("word", "str"):
+            raise self.fail("a field name")
+        field_name = self.take()[1]
+        op_tok = self.peek()
+        if not op_tok or op_tok[1] not in OPS or op_tok[0] == "str":
+            raise self.fail(f"an operator after {field_name!r} ({' '.join(OPS)})")
+        op = self.take()[1]
+        if op == "in":
+            if (self.peek() or ("", "", 0))[:2] != ("op", "("):
+                raise self.fail(f"'(' after '{field_name} in'")
+            self.i += 1
+            values = [self.value(field_name, op)]
+            while (self.peek() or ("", "", 0))[:2] == ("op", ","):
+                self.i += 1
+                values.append(self.value(field_name, op))
+            if (self.peek() or ("", "", 0))[:2] != ("op", ")"):
+                raise self.fail("',' or ')' in a list of values")
+            self.i += 1
+            return Cmp(field_name, op, tuple(values))
+        return Cmp(field_name, op, (self.value(field_name, op),))
+
+    def value(self, field_name: str, op: str) -> str:
+        t = self.peek()
+        if not t or t[0] not in ("word", "str"):
+            raise self.fail(f"a value after '{field_name} {op}'")
+        self.i += 1
+        return t[1]
+
+
+def parse(text: str) -> Node:
+    """The expression tree of a filter; a malformed one is a one-line :class:`BadInputError`."""
+    if not isinstance(text, str) or not text.strip():
+        raise BadInputError("filter: the expression is empty")
+    p = _Parser(text)
+    node = p.expr()
+    if p.peek() is not None:
+        raise p.fail("'and', 'or' or the end")
+    return node
+
+
+def leaves(node: Node) -> Iterable[Cmp]:
+    if isinstance(node, Cmp):
+        yield node
+    elif isinstance(node, Not):
+        yield from leaves(node.arg)
+    else:
+        for a in node.args:
+            yield from leaves(a)
+
+
+# -- the collection's fields -------------------------------------------------------------------------------------
+class View(Protocol):
+    """What compiling needs of an opened collection (a ``Collection`` or its build view)."""
+
+    store: Any
+    doc_rows: np.ndarray
+    passage_rows: np.ndarray
+    passage_doc: np.ndarray
+
+    def derived(self, key: str, make: Callable[[], Any]) -> Any: ...
+
+
+@dataclass
+class Field:
+    name: str
+    kind: str  # text | list | number | date | bool
+    level: str  # doc | passage
+    values: list[Any]  # one per document (or passage) in index order; None where absent
+    count: int  # documents (passages) with a value
+
+    def describe(self) -> dict[str, Any]:
+        return {"field": self.name, "type": self.kind, "level": self.level, "count": self.count}
+
+
+_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?)?)?$")
+
+
+def _date(v: Any) -> np.datetime64 | None:
+    if not isinstance(v, str) or not _DATE.match(v.strip()):
+        return None
+    try:
+        return np.datetime64(v.strip().replace(" ", "T"), "s")
+    except ValueError:
+        return None
+
+
+def _kind(values: list[Any]) -> str:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "bool"
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return "number"
+    if present and all(isinstance(v, list) for v in present):
+        return "list"
+    if present and all(_date(v) is not None for v in present):
+        return "date"
+    return "text"
+
+
+def _positions(rows: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """Index position of each store row id in ``found`` (-1 for a row the build does not hold)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    at = np.searchsorted(rows[order], found)
+    at = np.minimum(at, len(rows) - 1) if len(rows) else at
+    hit = (rows[order][at] == found) if len(rows) else np.zeros(len(found), dtype=bool)
+    return np.where(hit, order[at] if len(rows) else -1, -1)
+
+
+def _read_fields(view: View) -> dict[str, Field]:
+    n_docs = len(view.doc_rows)
+    rows = view.store.doc_trees()
+    at = _positions(view.doc_rows, np.array([r[0] for r in rows], dtype=np.int64))
+    ids: list[Any] = [None] * n_docs
+    titles: list[Any] = [None] * n_docs
+    sources: list[Any] = [None] * n_docs
+    cats: list[Any] = [None] * n_docs
+    meta: dict[str, list[Any]] = {}
+    for (_, did, title, tree), pos in zip(rows, at.tolist(), strict=True):
+        if pos < 0:
+            continue
+        ids[pos], titles[pos] = did, title
+        data = json.loads(tree)
+        md = data.get("metadata") or {}
+        srcs = [md["source"]] if isinstance(md.get("source"), str) else []
+        srcs += [s["source"] for s in md.get("sources") or [] if isinstance(s, dict) and isinstance(s.get("source"), str)]
+        sources[pos] = list(dict.fromkeys(srcs)) or None
+        cats[pos] = [str(c) for c in data.get("categories") or []] or None
+        for key, v in md.items():
+            if key == "sources":
+                continue
+            col = meta.setdefault(key, [None] * n_docs)
+            col[pos] = [str(x) for x in v] if isinstance(v, list) else v
+    out = {
+        "id": Field("id", "text", "doc", ids, n_docs),
+        "title": Field("title", "text", "doc", titles, n_docs),
+        "source": Field("source", "list", "doc", sources, sum(s is not None for s in sources)),
+        "categories": Field("categories", "list", "doc", cats, sum(c is not None for c in cats)),
+    }
+    for key, values in sorted(meta.items()):
+        kind = _kind(values)
+        if kind == "text":
+            values = [v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
+        f = Field(key, kind, "doc", values, sum(v is not None for v in values))
+        out[f"metadata.{key}"] = f
+        out.setdefault(key, f)
+    prow = view.store.section_paths()
+    pat = _positions(view.passage_rows, np.array([r[0] for r in prow], dtype=np.int64))
+    sections: list[Any] = [None] * len(view.passage_rows)
+    for (_, path), pos in zip(prow, pat.tolist(), strict=True):
+        if pos >= 0:
+            sections[pos] = SECTION_SEP.join(json.loads(path))
+    out["section"] = Field("section", "text", "passage", sections, len(sections))
+    return out
+
+
+def collection_fields(view: View) -> dict[str, Field]:
+    """Every filterable field of the collection's live build (read once per build, then kept)."""
+    return view.derived("hiera.index.filters.fields", lambda: _read_fields(view))
+
+
+def fields_of(view: View) -> list[dict[str, Any]]:
+    """Filterable fields with their type, level and how many documents (passages) have a value: ``hiera stats``."""
+    seen, out = set(), []
+    for name, f in collection_fields(view).items():
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        out.append({**f.describe(), "field": name})
+    return out
+
+
+# -- compiling ---------------------------------------------------------------------------------------------------
+def _check(node: Node, fields: dict[str, Field]) -> None:
+    for leaf in leaves(node):
+        f = fields.get(leaf.field)
+        if f is None:
+            known = ", ".join(k for k in fields if not k.startswith("metadata."))
+            raise BadInputError(f"filter: unknown field {leaf.field!r} (fields: {known})")
+        if leaf.op not in KIND_OPS[f.kind]:
+            raise BadInputError(f"filter: field {leaf.field!r} is {f.kind}; {leaf.op!r} needs a number or date field"
+                                if leaf.op in ORDERED else
+                                f"filter: field {leaf.field!r} is {f.kind}; it takes {' '.join(KIND_OPS[f.kind])}")
+        for v in leaf.values:
+            _coerce(f, leaf.field, v)
+
+
+def _coerce(f: Field, name: str, v: str) -> Any:
+    if f.kind == "number":
+        try:
+            return float(v)
+        except ValueError:
+            raise BadInputError(f"filter: field {name!r} is a number; {v!r} is not") from None
+    if f.kind == "date":
+        d = _date(v)
+        if d is None:
+            raise BadInputError(f"filter: field {name!r} is a date; {v!r} is not one (YYYY, YYYY-MM or YYYY-MM-DD)")
+        return d
+    if f.kind == "bool":
+        if v.lower() not in ("true", "false"):
+            raise BadInputError(f"filter: field {name!r} is true or false; {v!r} is neither")
+        return v.lower() == "true"
+    return v
+
+
+def _leaf_mask(f: Field, name: str, op: str, raw: tuple[str, ...]) -> np.ndarray:
+    vals = [_coerce(f, name, v) for v in raw]
+    if f.kind in ("number", "date", "bool"):
+        conv = (lambda x: _date(x) if isinstance(x, str) else None) if f.kind == "date" else (lambda x: x)
+        if f.kind == "number":
+            conv = lambda x: float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None  # noqa: E731
+        items = [conv(x) if x is not None else None for x in f.values]
+        if op in ("=", "in"):
+            want = set(vals)
+            return np.fromiter((x is not None and x in want for x in items), bool, len(items))
+        if op == "!=":
+            return np.fromiter((not (x is not None and x == vals[0]) for x in items), bool, len(items))
+        cmp = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
+        return np.fromiter((x is not None and bool(cmp(x, vals[0])) for x in items), bool, len(items))
+    # text and list: a list matches when any element does
+    if op in ("=", "in", "!="):
+        want = set(vals)
+        def test(s: str) -> bool:
+            return s in want
+    elif op == "contains":
+        low = vals[0].lower()
+        def test(s: str) -> bool:
+            return low in s.lower()
+    else:  # prefix
+        low = vals[0].lower()
+        def test(s: str) -> bool:
+            return s.lower().startswith(low)
+    if f.kind == "list":
+        hit = np.fromiter((x is not None and any(test(s) for s in x) for x in f.values), bool, len(f.values))
+    else:
+        hit = np.fromiter((x is not None and test(x) for x in f.values), bool, len(f.values))
+    return ~hit if op == "!=" else hit
+
+
+def _eval(node: Node, fields: dict[str, Field], level: str, passage_doc: np.ndarray) -> np.ndarray:
+    if isinstance(node, Cmp):
+        f = fields[node.field]
+        mask = _leaf_mask(f, node.field, node.op, node.values)
+        return mask[passage_doc] if level == "passage" and f.level == "doc" else mask
+    if isinstance(node, Not):
+        return ~_eval(node.arg, fields, level, passage_doc)
+    masks = [_eval(a, fields, level, passage_doc) for a in node.args]
+    return np.logical_and.reduce(masks) if node.op == "and" else np.logical_or.reduce(masks)
+
+
+def compile_node(node: Node, fields: dict[str, Field], passage_doc: np.ndarray, n_docs: int) -> Allowed:
+    """The masks of a checked expression: evaluated per passage when it reads a passage field (a document is then
+    allowed when any of its passages is), else per document (each passage follows its document)."""
+    _check(node, fields)
+    passage_doc = np.asarray(passage_doc)
+    if any(fields[leaf.field].level == "passage" for leaf in leaves(node)):
+        passages = _eval(node, fields, "passage", passage_doc)
+        docs = np.bincount(passage_doc[passages], minlength=n_docs)[:n_docs] > 0
+    else:
+        docs = _eval(node, fields, "doc", passage_doc)
+        passages = docs[passage_doc]
+    return Allowed(node.canonical(), np.ascontiguousarray(docs), np.ascontiguousarray(passages))
+
+
+class _Compiled:
+    """A build's compiled filters, the most recently used :data:`CACHED` of them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: OrderedDict[tuple[int, str], Allowed] = OrderedDict()
+
+
+def compile_filter(view: View, expr: str | Allowed, generation: int = 0) -> Allowed:
+    """``expr`` parsed, checked against ``view``'s fields and compiled to masks, kept per build.
+
+    The cache key is ``(generation, canonical expression)``: equivalent
+    spellings share one entry, and a generation bump (documents removed
+    without a rebuild) makes every earlier mask stale.
+    """
+    if isinstance(expr, Allowed):
+        return expr
+    node = parse(expr)
+    cache: _Compiled = view.derived("hiera.index.filters.compiled", _Compiled)
+    key = (generation, node.canonical())
+    with cache.lock:
+        if key in cache.items:
+            cache.items.move_to_end(key)
+            return cache.items[key]
+    allowed = compile_node(node, collection_fields(view), view.passage_doc, len(view.doc_rows))
+    with cache.lock:
+        cache.items[key] = allowed
+        while len(cache.items) > CACHED:
+            cache.items.popitem(last=False)
+    return allowed

@@ -1,0 +1,135 @@
+"""The filter language: parsing, field types, and the masks it compiles to, against a Python reading of the store."""
+
+from __future__ import annotations
+
+import helpers
+import numpy as np
+import pytest
+
+from hiera.builds import open_collection
+from hiera.collection import Collection
+from hiera.corpus.tree import Document, Section
+from hiera.errors import BadInputError
+from hiera.index.build import BuildOptions
+from hiera.index.filters import compile_filter, fields_of, parse
+
+
+def _docs() -> list[Document]:
+    out = []
+    for i in range(12):
+        meta: dict = {"source": "alpha" if i % 3 else "beta", "year": 2000 + i, "published": f"2019-{i + 1:02d}-01",
+                      "draft": i % 4 == 0, "tags": ["x", f"t{i % 2}"]}
+        if i == 5:  # a merged document: its parts' sources in metadata.sources
+            meta["sources"] = [{"id": "d5", "source": "alpha"}, {"id": "d5b", "source": "ovos"}]
+        if i == 7:
+            del meta["year"]  # a document without the key
+        out.append(Document(
+            id=f"d{i}", title=f"{'History' if i < 6 else 'Science'} topic {i}",
+            lead=[f"Lead paragraph number {i} about topic {i}."],
+            sections=[Section("History", paragraphs=[f"Early history of topic {i}."],
+                              children=[Section("Early life", level=2, paragraphs=[f"Origins of topic {i}."])]),
+                      Section("Reception", paragraphs=[f"How topic {i} was received."])],
+            categories=["Even" if i % 2 == 0 else "Odd", "All"], metadata=meta))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fcol(tmp_path_factory: pytest.TempPathFactory) -> Collection:
+    root = tmp_path_factory.mktemp("filters") / "col"
+    helpers.build_collection(root, _docs(), BuildOptions(dense=False, progress=False))
+    return open_collection(root)
+
+
+def _doc_ref(col: Collection, pred) -> np.ndarray:  # noqa: ANN001 - a predicate over a Document
+    """The document mask a Python predicate over each stored document gives, in index order."""
+    docs = {d.id: col.store.get_document(d.id) for d in col.iter_docs()}
+    return np.array([pred(docs[row.id]) for row in col.docs_at(range(col.n_docs))])
+
+
+def test_canonical_form_and_precedence() -> None:
+    assert parse("a = 1 or b = 2 and not c = 3").canonical() == '(a = "1") or ((b = "2") and (not (c = "3")))'
+    assert parse("(a = 1 or b = 2) and c in (x, 'y z')").canonical() == '((a = "1") or (b = "2")) and (c in ("x", "y z"))'
+    assert parse("A = 1 AND b = 2").canonical() == parse("A = 1 and b = 2").canonical()
+
+
+@pytest.mark.parametrize(("expr", "message"), [
+    ("", "empty"),
+    ("title", "operator after 'title'"),
+    ("title =", "a value after 'title ='"),
+    ("(title = a", "expected ')'"),
+    ("title = a b", "'and', 'or' or the end"),
+    ("title in a", "'(' after 'title in'"),
+    ("title = 'open", "cannot read"),
+])
+def test_malformed_expressions_are_one_line_errors(expr: str, message: str) -> None:
+    with pytest.raises(BadInputError, match="filter: ") as e:
+        parse(expr)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_fields_and_types(fcol: Collection) -> None:
+    fields = {f["field"]: f for f in fields_of(fcol)}
+    assert {k: v["type"] for k, v in fields.items()} == {
+        "id": "text", "title": "text", "source": "list", "categories": "list", "metadata.draft": "bool",
+        "metadata.published": "date", "metadata.source": "text", "metadata.tags": "list", "metadata.year": "number",
+        "section": "text"}
+    assert fields["metadata.year"]["count"] == 11 and fields["section"]["level"] == "passage"
+    assert fields["section"]["count"] == fcol.n_passages
+
+
+@pytest.mark.parametrize(("expr", "field"), [
+    ("colour = red", "unknown field 'colour'"),
+    ("title < b", "field 'title' is text; '<' needs a number or date field"),
+    ("year > soon", "field 'year' is a number; 'soon' is not"),
+    ("published >= yesterday", "field 'published' is a date"),
+    ("draft = maybe", "field 'draft' is true or false"),
+    ("year contains 3", "field 'year' is number"),
+])
+def test_wrong_fields_and_types_name_the_field(fcol: Collection, expr: str, field: str) -> None:
+    with pytest.raises(BadInputError) as e:
+        compile_filter(fcol, expr)
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+DOC_CASES = [
+    ("source = ovos", lambda d: d.id == "d5"),
+    ("source = alpha", lambda d: d.metadata["source"] == "alpha" or d.id == "d5"),
+    ("source != alpha", lambda d: not (d.metadata["source"] == "alpha" or d.id == "d5")),
+    ("categories = Even and year >= 2004", lambda d: d.id in {"d4", "d6", "d8", "d10"}),
+    ("year < 2003 or year > 2009", lambda d: d.id in {"d0", "d1", "d2", "d10", "d11"}),
+    ("not year = 2003", lambda d: d.id != "d3"),  # d7 has no year: it is not 2003
+    ("year != 2003", lambda d: d.id != "d3"),
+    ("published >= 2019-06 and published < 2019-09-01", lambda d: d.id in {"d5", "d6", "d7"}),
+    ("draft = true", lambda d: int(d.id[1:]) % 4 == 0),
+    ("tags = t1", lambda d: int(d.id[1:]) % 2 == 1),
+    ("title prefix history", lambda d: int(d.id[1:]) < 6),
+    ("title contains 'TOPIC 1'", lambda d: d.id in {"d1", "d10", "d11"}),
+    ("id in (d1, d3, nothing)", lambda d: d.id in {"d1", "d3"}),
+    ("metadata.source = beta", lambda d: d.metadata["source"] == "beta"),
+]
+
+
+@pytest.mark.parametrize(("expr", "pred"), DOC_CASES, ids=[c[0] for c in DOC_CASES])
+def test_document_masks_match_the_stored_documents(fcol: Collection, expr: str, pred) -> None:  # noqa: ANN001
+    allowed = compile_filter(fcol, expr)
+    want = _doc_ref(fcol, pred)
+    assert allowed.docs.tolist() == want.tolist()
+    assert allowed.passages.tolist() == want[fcol.passage_doc].tolist()  # each passage follows its document
+
+
+def test_passage_fields_mask_passages_and_their_documents(fcol: Collection) -> None:
+    allowed = compile_filter(fcol, "section prefix history and not section contains early and year < 2002")
+    passages = fcol.passages_at(range(fcol.n_passages))
+    want = [p.section_path == ("History",) and p.doc_id in {"d0", "d1"} for p in passages]
+    assert allowed.passages.tolist() == want
+    assert [d.id for d in fcol.docs_at(allowed.doc_positions)] == ["d0", "d1"]
+    lead = compile_filter(fcol, 'section = ""')  # the lead has the empty path
+    assert all(p.section_path == () for p in fcol.passages_at(lead.passage_positions))
+    assert lead.n_passages == fcol.n_docs
+
+
+def test_compiled_once_per_build_and_spelling(fcol: Collection) -> None:
+    a = compile_filter(fcol, "year >= 2005 and source = alpha")
+    b = compile_filter(fcol, "YEAR >= 2005 AND source = 'alpha'".replace("YEAR", "year"))
+    assert a is b
+    assert compile_filter(fcol, "year >= 2005 and source = alpha", generation=1) is not a
