@@ -41,6 +41,7 @@ from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import Placement, TorchExactIndex, resolve_placement
 from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.masked import bm25_top, vector_search
 from hiera.index.names import NameTable
 from hiera.index.passage_stage import (
     DocLists,
@@ -53,7 +54,7 @@ from hiera.index.passage_stage import (
 from hiera.index.profile import profile_of
 from hiera.index.publish import live_build_dir
 from hiera.io import load_npy
-from hiera.query import QueryBatch
+from hiera.query import Allowed, QueryBatch
 from hiera.spec import method
 
 VECTOR_DTYPES = ("float16", "float32")
@@ -178,7 +179,7 @@ class Collection(Protocol):
 
     # scoring calls several methods share (a sharded collection answers each in one round trip per shard)
     def passage_lists(
-        self, query: str, qp: np.ndarray, depth: int
+        self, query: str, qp: np.ndarray, depth: int, allowed: Allowed | None = None
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]: ...
 
     def passage_scores(self, positions: np.ndarray, qp: np.ndarray) -> np.ndarray: ...
@@ -540,15 +541,20 @@ class LocalCollection:
 
     # -- scoring calls several methods share -----------------------------------------------------------------
     def passage_lists(
-        self, query: str, qp: np.ndarray, depth: int
+        self, query: str, qp: np.ndarray, depth: int, allowed: Allowed | None = None
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """BM25's and the dense index's top ``depth`` passages, each as (positions, scores), best first.
 
         The methods that fuse the two lists ask for both at once, so that a
-        sharded collection asks each shard once.
+        sharded collection asks each shard once. ``allowed``: only the passages
+        a filter allows (:mod:`hiera.index.masked`).
         """
-        bm25 = self.bm25_passages.search(query, depth)
-        ids, sc = faiss_search(self.passage_faiss, qp, depth)
+        if allowed is not None:
+            bm25 = bm25_top(self.bm25_passages, query, depth, allowed, "passage")
+            ids, sc = vector_search(self.passage_faiss, lambda: self.passage_vectors, qp, depth, allowed, "passage")
+        else:
+            bm25 = self.bm25_passages.search(query, depth)
+            ids, sc = faiss_search(self.passage_faiss, qp, depth)
         keep = ids[0] >= 0
         return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
 
@@ -579,7 +585,7 @@ class LocalCollection:
         qp = None
         if spec.dense:
             qp = batch.tensor("qp", stage.device) if isinstance(stage, TorchPassageStage) else batch.vector("qp")
-        return stage.run(batch.texts, qp, docs, spec)
+        return stage.run(batch.texts, qp, docs, spec, batch.filter)
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

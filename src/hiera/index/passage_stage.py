@@ -17,7 +17,10 @@ their results agree to float32 rounding; tests/index/test_passage_stage.py
 holds them and the sharded collection to one brute-force reference.
 
 Candidates are the passages of the query's documents, grouped by document,
-documents best first, each document's passages in order.
+documents best first, each document's passages in order. A filtered search
+(``allowed``: an :class:`~hiera.query.Allowed`) keeps only the allowed
+passages among them: dropped on the host before they are scored, masked out
+of the grid on the device; their ranks and counts are among the allowed ones.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from hiera.fusion import dhr_score, passage_score
 from hiera.index.select import concat_ranges, ranks_of, topk
+from hiera.query import Allowed
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,12 @@ class HostPassageStage:
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.scorer = scorer
 
-    def run(self, texts: Sequence[str], qp: np.ndarray | None, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
+    def run(self, texts: Sequence[str], qp: np.ndarray | None, docs: DocLists, spec: PassageSpec,
+            allowed: Allowed | None = None) -> list[StageResult]:
         docs = docs.on_host()
         cands = [candidates(self.offsets, np.asarray(d, dtype=np.int64)) for d in docs.positions]
+        if allowed is not None:
+            cands = [(pos[keep], per_doc[keep]) for pos, per_doc in cands for keep in (allowed.passages[pos],)]
         scores = self.scorer(texts, qp if qp is not None else np.zeros((len(texts), 0), np.float32),
                              [c[0] for c in cands], spec.dense, spec.bm25)
         return [
@@ -240,9 +247,11 @@ class TorchPassageStage:
     def capacity(self, n_docs: int) -> int:
         return self._capacity.get(n_docs) or _pow2(int(2 * self.mean_len * max(1, n_docs)) + 1)
 
-    def run(self, texts: Sequence[str], qp: Any, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
+    def run(self, texts: Sequence[str], qp: Any, docs: DocLists, spec: PassageSpec,
+            allowed: Allowed | None = None) -> list[StageResult]:
         torch = self._torch
         dev = self.device
+        mask = None if allowed is None else allowed.tensor("passage", dev)
         with torch.inference_mode():
             if isinstance(docs.positions, list | tuple):
                 pos, sc, need = self._pad(docs)
@@ -256,24 +265,27 @@ class TorchPassageStage:
                 return [_empty(spec) for _ in range(nq)]
             q = torch.as_tensor(np.ascontiguousarray(qp, dtype=np.float32)).to(dev) if isinstance(qp, np.ndarray) else qp
             cap = need if need is not None else self.capacity(nd)
-            bm25 = self._bm25(texts, docs, cap) if spec.bm25 else None
+            bm25 = self._bm25(texts, docs, cap, allowed) if spec.bm25 else None
             while True:
-                host = self._packed(q, pos, sc, bm25, cap, spec)
+                host = self._packed(q, pos, sc, bm25, cap, spec, mask)
                 most = int(host[:, 0, 3].max(initial=0)) if host.shape[1] else 0
                 if most <= cap:
                     break
                 cap = _pow2(most)  # overflow: room for this batch and the next ones like it
                 self._capacity[nd] = max(cap, self._capacity.get(nd, 0))
                 if bm25 is not None:
-                    bm25 = self._bm25(texts, docs, cap)
+                    bm25 = self._bm25(texts, docs, cap, allowed)
         return [_unpack(host[b], spec) for b in range(nq)]
 
-    def _packed(self, q: Any, docs: Any, doc_scores: Any, bm25: Any, cap: int, spec: PassageSpec) -> np.ndarray:
+    def _packed(self, q: Any, docs: Any, doc_scores: Any, bm25: Any, cap: int, spec: PassageSpec,
+                mask: Any = None) -> np.ndarray:
         """The packed grid on the host (the batch's one transfer back): replayed from a CUDA graph of its shape
-        when graphs are on (captured at first use, at most :data:`MAX_GRAPHS`), else run eagerly."""
+        when graphs are on (captured at first use, at most :data:`MAX_GRAPHS`), else run eagerly (always with a
+        filter's ``mask``)."""
         key = (None if q is None else tuple(q.shape), tuple(docs.shape), cap, spec)
-        if not self.graphs or q is None or (key not in self._graphs and len(self._graphs) >= MAX_GRAPHS):
-            return self._grid(q, docs, doc_scores, bm25, cap, spec).cpu().numpy()
+        if not self.graphs or q is None or mask is not None or (
+                key not in self._graphs and len(self._graphs) >= MAX_GRAPHS):
+            return self._grid(q, docs, doc_scores, bm25, cap, spec, mask).cpu().numpy()
         inputs = [q.float(), docs, doc_scores] + ([bm25] if bm25 is not None else [])
         with self._graph_lock:  # one replay at a time: the graph's buffers are shared
             if key not in self._graphs:
@@ -325,19 +337,30 @@ class TorchPassageStage:
         both = torch.from_numpy(np.concatenate([pos, sc.view(np.int32).astype(np.int64)], axis=1)).to(self.device)
         return both[:, :nd], both[:, nd:].int().view(torch.float32), need
 
-    def _bm25(self, texts: Sequence[str], docs: DocLists, cap: int) -> Any:
-        """BM25 of every candidate, computed on the host (where BM25 lives) in the grid's layout, uploaded once."""
+    def _bm25(self, texts: Sequence[str], docs: DocLists, cap: int, allowed: Allowed | None = None) -> Any:
+        """BM25 of every candidate, computed on the host (where BM25 lives) in the grid's layout, uploaded once;
+        0 for a passage a filter disallows (so the best BM25 score a row is divided by is an allowed one's)."""
         if self.bm25_at is None:
             raise ValueError("the hybrid passage stage needs a BM25 index")
         host = docs.on_host()
         grid = np.zeros((len(texts), cap), dtype=np.float32)
         for i, d in enumerate(host.positions):
             cand, _ = candidates(self.offsets_host, np.asarray(d, dtype=np.int64))
-            grid[i, : min(cap, len(cand))] = self.bm25_at(texts[i], cand)[:cap]
+            if allowed is None:
+                grid[i, : min(cap, len(cand))] = self.bm25_at(texts[i], cand)[:cap]
+                continue
+            keep = allowed.passages[cand]
+            vals = np.zeros(len(cand), dtype=np.float32)
+            vals[keep] = self.bm25_at(texts[i], cand[keep])
+            grid[i, : min(cap, len(cand))] = vals[:cap]
         return self._torch.from_numpy(grid).to(self.device)
 
-    def _grid(self, q: Any, docs: Any, doc_scores: Any, bm25: Any, cap: int, spec: PassageSpec) -> Any:
-        """Gather, score, fuse, cut and pack a batch on the device: the same operations whatever its size."""
+    def _grid(self, q: Any, docs: Any, doc_scores: Any, bm25: Any, cap: int, spec: PassageSpec,
+              mask: Any = None) -> Any:
+        """Gather, score, fuse, cut and pack a batch on the device: the same operations whatever its size.
+
+        ``mask``: the allowed passages (a boolean tensor over all of them); the others leave the grid's valid
+        slots, so they are neither returned nor ranked."""
         torch = self._torch
         nq, nd = docs.shape
         valid_doc = docs >= 0
@@ -351,6 +374,10 @@ class TorchPassageStage:
         valid = slot < totals
         pos = (starts - (ends - counts)).gather(1, which) + slot
         pos = torch.where(valid, pos, 0)
+        kept = totals
+        if mask is not None:
+            valid = valid & mask[pos]
+            kept = valid.sum(1, keepdim=True)
         dense = None
         if spec.dense:
             rows = self.matrix[pos]  # (queries × capacity × d)
@@ -372,6 +399,7 @@ class TorchPassageStage:
             for part in (dense, bm25):
                 ints.append(_ranks(torch.where(valid, part, float("-inf")), sel, ones))
                 floats.append(part.gather(1, sel))
+        ints.append(kept.expand(sel.shape))  # the candidates left (all of them without a filter)
         if len(floats) % 2:
             floats.append(floats[-1])
         block = torch.stack(floats, dim=2).float().contiguous().view(torch.int64)
@@ -390,8 +418,8 @@ def _ranks(scores: Any, sel: Any, ones: Any) -> Any:
 def _unpack(rows: np.ndarray, spec: PassageSpec) -> StageResult:
     """One query's rows of the packed grid (see ``_grid``) → a :class:`StageResult`."""
     mixed = spec.dense and spec.bm25
-    n_int = 7 if mixed else 5
-    total = int(rows[0, 3]) if len(rows) else 0
+    n_int = 8 if mixed else 6
+    total = int(rows[0, n_int - 1]) if len(rows) else 0  # candidates kept (column 3: before a filter)
     documents = int(rows[0, 4]) if len(rows) else 0
     rows = rows[: min(len(rows), total)]
     ints = rows[:, :n_int]
@@ -406,4 +434,4 @@ def _unpack(rows: np.ndarray, spec: PassageSpec) -> StageResult:
 
 
 def _empty(spec: PassageSpec) -> StageResult:
-    return _unpack(np.zeros((0, 10 if spec.dense and spec.bm25 else 7), dtype=np.int64), spec)
+    return _unpack(np.zeros((0, 11 if spec.dense and spec.bm25 else 8), dtype=np.int64), spec)

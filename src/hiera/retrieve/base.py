@@ -6,6 +6,12 @@ computes what the whole batch shares in one go (query vectors, a method's own
 prepared state) as a typed :class:`~hiera.query.QueryBatch`, which is how
 ``batch_search`` saves encoder calls. A method whose stage is batched
 (DHR's passage stage) overrides ``_search_batch`` instead.
+
+``filter=EXPR`` (:mod:`hiera.index.filters`) is compiled once per build and
+travels in the batch (``QueryBatch.filter``); a method that honours it sets
+``filters = True`` and searches only the allowed documents and passages, and
+every other method refuses it in one line rather than filter its results
+afterwards. A filter that allows nothing answers an empty list with a note.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
-from hiera.query import DOC, PASSAGE, Query, QueryBatch
+from hiera.index.filters import compile_filter
+from hiera.query import DOC, PASSAGE, Allowed, Query, QueryBatch
 from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_query
 from hiera.spec import Level, MethodSpec, method
 
@@ -44,6 +51,7 @@ class BaseRetriever:
     """
 
     name = "base"
+    filters = False  # whether the method searches inside a filter (``batch_search(filter=…)``)
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         self.col = collection
@@ -80,16 +88,45 @@ class BaseRetriever:
     def search(self, query: str, k: int = 10, level: Level | None = None, **params: Any) -> Results:
         return self.batch_search([query], k, level, **params)[0]
 
+    def compile_filter(self, expr: str | Allowed | None) -> Allowed | None:
+        """``expr`` checked against this collection and compiled (kept per build); ``None`` for no filter.
+
+        A method that cannot search inside a filter, or a build that cannot
+        (sharded), refuses it here, before any work.
+        """
+        if expr is None or (isinstance(expr, str) and not expr.strip()):
+            return None
+        if not self.filters:
+            raise BadInputError(f"{self.name} cannot search with a filter yet (filters work with bm25, bm25-doc, "
+                                "dense, hybrid, dhr, dhr-parallel and bm25-dhr)")
+        if self.col.manifest.shards:
+            raise BadInputError("filters are not supported on a sharded build yet")
+        return compile_filter(self.col, expr)
+
     def batch_search(
-        self, queries: Sequence[str], k: int = 10, level: Level | None = None, **params: Any
+        self, queries: Sequence[str], k: int = 10, level: Level | None = None, filter: str | Allowed | None = None,
+        **params: Any,
     ) -> list[Results]:
         self.col.check_method(self.name)
         qs = [check_query(q) for q in queries]
         k = check_k(k)
         lvl = self._level(level)
         p = {**self.defaults, **self._check_params({k_: v for k_, v in params.items() if v is not None})}
+        t = time.perf_counter()
+        allowed = self.compile_filter(filter)
+        filter_ms = (time.perf_counter() - t) * 1000
+        if allowed is not None and allowed.n_passages == 0 and (lvl == "passage" or allowed.n_docs == 0):
+            note = {**allowed.summary(), "note": "the filter allows nothing in this collection: no results"}
+            return [Results(query=q, level=lvl, hits=[], retriever=self.name, params=p,
+                            trace=[TraceStep("filter", note, filter_ms), TraceStep("answered-by", self.answered_by())])
+                    for q in qs]
         batch = self._prepare(qs, p)
+        batch.filter = allowed
         traces: list[list[TraceStep]] = [[] for _ in qs]
+        if allowed is not None:
+            detail = {**allowed.summary(), **self._filter_strategy(allowed, p, lvl)}
+            for trace in traces:
+                trace.append(TraceStep("filter", detail, filter_ms))
         if batch.encode_ms:
             for trace in traces:
                 trace.append(TraceStep("encode-query", {"batched": len(qs)}, batch.encode_ms))
@@ -109,6 +146,10 @@ class BaseRetriever:
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         return QueryBatch(queries, params)
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        """How this method searches inside the filter (the trace's ``filter`` step says it)."""
+        return {}
 
     def _search_batch(
         self, batch: QueryBatch, k: int, level: Level, params: dict[str, Any], traces: list[list[TraceStep]]

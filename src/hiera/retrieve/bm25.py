@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hiera.index.masked import bm25_strategy, bm25_top
 from hiera.index.select import docs_from_passages, ranks_of
-from hiera.query import Query
+from hiera.query import Allowed, Query
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -15,11 +16,18 @@ class Bm25Retriever(BaseRetriever):
     """Flat BM25 over passages (passage title included); doc level = best passage."""
 
     name = "bm25"
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        return {"strategy": bm25_strategy(self.col.bm25_passages.size, allowed, "passage")}
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "bm25-passages", depth=depth) as step:
-            pos, sc = self.col.bm25_passages.search(q.text, depth)
+            if q.filter is None:
+                pos, sc = self.col.bm25_passages.search(q.text, depth)
+            else:
+                pos, sc = bm25_top(self.col.bm25_passages, q.text, depth, q.filter, "passage")
             step.detail["found"] = len(pos)
         if level == "passage":
             return self.passage_hits(pos, sc, {"bm25": (sc, ranks_of(sc))})
@@ -31,9 +39,16 @@ class Bm25DocRetriever(BaseRetriever):
     """BM25 over whole documents (full text or summary, as built): document level only."""
 
     name = "bm25-doc"
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        return {"strategy": bm25_strategy(self.col.bm25_docs.size, allowed, "doc")}
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         with timed(trace, "bm25-docs", k=k) as step:
-            pos, sc = self.col.bm25_docs.search(q.text, k)
+            if q.filter is None:
+                pos, sc = self.col.bm25_docs.search(q.text, k)
+            else:
+                pos, sc = bm25_top(self.col.bm25_docs, q.text, k, q.filter, "doc")
             step.detail["found"] = len(pos)
         return self.doc_hits(pos, sc, {"doc": (sc, ranks_of(sc))})

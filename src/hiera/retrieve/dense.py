@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from hiera.index.dense import faiss_search
+from hiera.index.masked import vector_search, vector_strategy
 from hiera.index.select import docs_from_passages, ranks_of
-from hiera.query import Query, QueryBatch
+from hiera.query import Allowed, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -16,6 +17,10 @@ class DenseRetriever(BaseRetriever):
     """FAISS search of the passage index; doc level = best passage per document."""
 
     name = "dense"
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        return {"strategy": vector_strategy(self.col.passage_faiss, allowed, "passage")}
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         return self._query_vectors(queries, params)
@@ -23,7 +28,11 @@ class DenseRetriever(BaseRetriever):
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = k if level == "passage" else max(k, params["doc_depth"])
         with timed(trace, "dense-passages", depth=depth, index=self.col.faiss_types.get("passage")):
-            ids, sc = faiss_search(self.col.passage_faiss, q.qp, depth)
+            if q.filter is None:
+                ids, sc = faiss_search(self.col.passage_faiss, q.qp, depth)
+            else:
+                ids, sc = vector_search(self.col.passage_faiss, lambda: self.col.passage_vectors, q.qp, depth,
+                                        q.filter, "passage")
             keep = ids[0] >= 0
             pos, sc = ids[0][keep], sc[0][keep]
         if level == "passage":

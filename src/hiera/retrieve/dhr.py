@@ -17,6 +17,10 @@ through the collection's one primitive, ``Collection.passage_stage``
 (:mod:`hiera.index.passage_stage`: numpy on the host, torch on a GPU, the
 shards' scores on a sharded build), for a whole batch of queries at once; the
 fused score is :func:`hiera.fusion.dhr_score`.
+
+With a filter (``QueryBatch.filter``) the document stage searches only the
+allowed documents and the passage stage keeps only the allowed passages of
+the documents it gets, so a selective filter makes both stages cheaper.
 """
 
 from __future__ import annotations
@@ -26,21 +30,35 @@ from typing import Any
 
 import numpy as np
 
+from hiera.errors import BadInputError
 from hiera.fusion import dhr_score
 from hiera.index.dense import faiss_search
+from hiera.index.masked import vector_search
 from hiera.index.passage_stage import PassageSpec, StageResult
 from hiera.index.select import ranks_of, topk
-from hiera.query import PASSAGE, Query, QueryBatch
+from hiera.query import PASSAGE, Allowed, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever, Found
 from hiera.score.docstage import stage
 from hiera.spec import Level, resolve_doc_stage
 
 
+def _filter_stage(name: str, allowed: Allowed | None) -> None:
+    if allowed is not None and not stage(name).filters:
+        raise BadInputError(f"the {name!r} document stage cannot search with a filter; pick another --set doc_stage")
+
+
 class _Serial(BaseRetriever):
     """The serial scheme: a document stage, then the passage-stage primitive for the whole batch."""
 
     _with_dense = True  # the passage stage's dense scores (hierarchical BM25 has none)
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        name = self._doc_stage(params)
+        _filter_stage(name, allowed)
+        return {"strategy": f"{name} document stage over the allowed documents"
+                            + (", passage stage over their allowed passages" if level == "passage" else "")}
 
     def _doc_stage(self, params: dict[str, Any]) -> str:
         return params["doc_stage"]
@@ -51,6 +69,7 @@ class _Serial(BaseRetriever):
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         """Document level: the document stage's ranking (``top_docs`` only bounds the passage stage)."""
         name = self._doc_stage(params)
+        _filter_stage(name, q.filter)
         with timed(trace, "doc-stage", stage=name):
             dpos, dsc = stage(name).top(self.col, q, min(k, self.col.n_docs))
         return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
@@ -126,16 +145,30 @@ class DhrParallelRetriever(_Hierarchical):
     """Parallel DHR: all documents and the flat passage top list, fused."""
 
     name = "dhr-parallel"
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        _filter_stage(params["doc_stage"], allowed)
+        return {"strategy": "allowed documents scored, allowed passages searched"}
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
-        col, lam = self.col, params["lam"]
+        col, lam, allowed = self.col, params["lam"], q.filter
+        _filter_stage(params["doc_stage"], allowed)
         with timed(trace, "doc-stage", stage=params["doc_stage"], scope="all documents"):
             dall = stage(params["doc_stage"]).all(col, q)
+            if allowed is not None:  # disallowed documents rank below every allowed one
+                dall = np.where(allowed.docs, dall, np.float32(-np.inf)).astype(np.float32)
         if level == "doc":
-            dpos, dsc = topk(dall, k)
+            rows = np.arange(len(dall)) if allowed is None else allowed.doc_positions
+            idx, dsc = topk(dall[rows], k)
+            dpos = rows[idx]
             return self.doc_hits(dpos, dsc, {"doc": (dsc, np.arange(1, len(dpos) + 1))})
         with timed(trace, "passage-stage", depth=params["depth"], lam=lam):
-            ids, psc = faiss_search(col.passage_faiss, q.qp, max(k, params["depth"]))
+            if allowed is None:
+                ids, psc = faiss_search(col.passage_faiss, q.qp, max(k, params["depth"]))
+            else:
+                ids, psc = vector_search(col.passage_faiss, lambda: col.passage_vectors, q.qp,
+                                         max(k, params["depth"]), allowed, "passage")
             keep = ids[0] >= 0
             pos, psc = ids[0][keep], psc[0][keep]
             docs = col.passage_doc[pos]

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from hiera.fusion import Ranked, interpolate, minmax, rrf
+from hiera.index.masked import bm25_strategy, vector_strategy
 from hiera.index.select import docs_from_passages, topk
-from hiera.query import Query, QueryBatch
+from hiera.query import Allowed, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
 from hiera.spec import Level
@@ -24,6 +25,11 @@ from hiera.spec import Level
 
 class HybridRetriever(BaseRetriever):
     name = "hybrid"
+    filters = True
+
+    def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
+        return {"strategy": {"bm25": bm25_strategy(self.col.bm25_passages.size, allowed, "passage"),
+                             "dense": vector_strategy(self.col.passage_faiss, allowed, "passage")}}
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         return self._query_vectors(queries, params)
@@ -31,7 +37,8 @@ class HybridRetriever(BaseRetriever):
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
         depth = max(k, params["doc_depth"] if level == "doc" else params["depth"])
         with timed(trace, "bm25+dense-passages", depth=depth):
-            (bpos, bsc), (dpos, dsc) = self.col.passage_lists(q.text, q.qp, depth)
+            (bpos, bsc), (dpos, dsc) = (self.col.passage_lists(q.text, q.qp, depth) if q.filter is None
+                                        else self.col.passage_lists(q.text, q.qp, depth, q.filter))
         with timed(trace, "fusion", method=params["fusion"]):
             if params["fusion"] == "rrf":
                 a, fused = rrf([Ranked(bpos, bsc), Ranked(dpos, dsc)])

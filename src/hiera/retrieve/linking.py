@@ -74,6 +74,7 @@ class LinkedStage(DocStage):
     """
 
     name = "linked"
+    filters = False  # the linking pipeline does not search by position, so it cannot honour a filter yet
     vectors = frozenset({"qd"})
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:

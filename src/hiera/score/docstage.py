@@ -46,6 +46,13 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     :class:`hiera.retrieve.linking.LinkedStage`: this module (which the link
     package itself uses for event linking) never imports the pipeline.
 
+A filtered search (``q.filter``, an :class:`~hiera.query.Allowed`) reaches
+every stage: each searches only the allowed documents (or, for the
+passage-max stages, the allowed passages) through
+:mod:`hiera.index.masked`, so its top ``k`` is the top ``k`` it would give
+over a collection without the others; a stage that cannot (``linked``)
+refuses the filter (``filters = False``).
+
 All scores are "higher is better" and, after the stated normalization, lie
 in [-1, 1], so ``passage score + λ · document score`` stays meaningful.
 
@@ -68,9 +75,10 @@ from hiera.errors import BadInputError
 from hiera.fusion import Ranked, align, by_max, mix, rrf
 from hiera.index.dense import faiss_search
 from hiera.index.exact import TorchExactIndex
+from hiera.index.masked import bm25_top, torch_top, vector_search
 from hiera.index.passage_stage import DocLists
 from hiera.index.select import docs_from_passages, topk
-from hiera.query import Query, QueryBatch
+from hiera.query import Allowed, Query, QueryBatch
 from hiera.spec import DOC_ALPHA, DOC_STAGES, DocStageSpec
 
 HYBRID_ALPHA = DOC_ALPHA.default
@@ -88,16 +96,29 @@ def _full(matrix: np.ndarray, q: np.ndarray, chunk: int = 262_144) -> np.ndarray
     return scores
 
 
-def _faiss_top(index: Any, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    ids, sc = faiss_search(index, q, k)
+def _faiss_top(index: Any, q: np.ndarray, k: int, allowed: Allowed | None = None, level: str = "doc",
+               matrix: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """The index's top ``k`` (positions, scores); with ``allowed``, of the allowed rows only (``matrix`` gives the
+    stored vectors for an exact scan of a small allowed set)."""
+    if allowed is None:
+        ids, sc = faiss_search(index, q, k)
+    else:
+        ids, sc = vector_search(index, matrix, q, k, allowed, level)
     keep = ids[0] >= 0
     return ids[0][keep].astype(np.int64), sc[0][keep]
+
+
+def _bm25_top(index: Any, q: Query, k: int, level: str) -> tuple[np.ndarray, np.ndarray]:
+    if q.filter is None:
+        return index.search(q.text, k)
+    return bm25_top(index, q.text, k, q.filter, level)
 
 
 class DocStage:
     """One way of scoring documents. ``top`` returns the best ``k`` (positions, scores), best first."""
 
     name: ClassVar[str]
+    filters: ClassVar[bool] = True  # honours a search filter (``q.filter``); one that cannot refuses it
     vectors: ClassVar[frozenset[str]] = frozenset()  # query vectors it reads: "qp" (passage encoder), "qd" (document encoder)
 
     @property
@@ -121,13 +142,19 @@ class DocStage:
     def top_batch(self, col: Collection, batch: QueryBatch, k: int, on_device: bool = False) -> DocLists:
         """Every query's top ``k``; ``on_device``: a stage declared ``torch`` keeps them on the collection's torch
         device when its index is searched there (:meth:`_device_index`), else they are numpy arrays."""
+        if batch.filter is not None and not self.filters:
+            raise BadInputError(f"the {self.name!r} document stage cannot search with a filter")
         index = self._device_index(col) if on_device and "torch" in self.spec.backends else None
         if index is not None:
             import torch
 
             (vec,) = self.vectors
             with torch.inference_mode():
-                scores, ids = index.top(batch.tensor(vec, index.device), k)
+                if batch.filter is None:
+                    scores, ids = index.top(batch.tensor(vec, index.device), k)
+                else:
+                    scores, ids = torch_top(index, batch.tensor(vec, index.device), k,
+                                            batch.filter.tensor("doc", index.device))
             return DocLists(ids, scores)
         found = [self.top(col, q, k) for q in batch]
         return DocLists([f[0] for f in found], [f[1] for f in found])
@@ -141,7 +168,7 @@ class Summary(DocStage):
     vectors = frozenset({"qd"})
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return _faiss_top(col.doc_faiss, q.qd, k)
+        return _faiss_top(col.doc_faiss, q.qd, k, q.filter, "doc", lambda: col.doc_vectors)
 
     def all(self, col: Collection, q: Query) -> np.ndarray:
         return _full(col.doc_vectors, q.qd)
@@ -157,8 +184,12 @@ class Mean(DocStage):
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         if col.doc_mean_faiss is None:
+            if q.filter is not None:
+                rows = q.filter.doc_positions
+                idx, sc = topk(np.asarray(col.doc_mean_vectors[rows], dtype=np.float32) @ q.qp, k)
+                return rows[idx], sc
             return topk(_full(col.doc_mean_vectors, q.qp), k)
-        return _faiss_top(col.doc_mean_faiss, q.qp, k)
+        return _faiss_top(col.doc_mean_faiss, q.qp, k, q.filter, "doc", lambda: col.doc_mean_vectors)
 
     def all(self, col: Collection, q: Query) -> np.ndarray:
         return _full(col.doc_mean_vectors, q.qp)
@@ -172,7 +203,7 @@ class Bm25(DocStage):
     name = "bm25"
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = col.bm25_docs.search(q.text, k)
+        pos, sc = _bm25_top(col.bm25_docs, q, k, "doc")
         return pos, by_max(sc)
 
     def all(self, col: Collection, q: Query) -> np.ndarray:
@@ -186,7 +217,8 @@ class PassageMax(DocStage):
     vectors = frozenset({"qp"})
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = _faiss_top(col.passage_faiss, q.qp, max(PASSAGE_DEPTH, 4 * k))
+        pos, sc = _faiss_top(col.passage_faiss, q.qp, max(PASSAGE_DEPTH, 4 * k), q.filter, "passage",
+                             lambda: col.passage_vectors)
         docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
         return docs, dsc
 
@@ -195,7 +227,7 @@ class Bm25PassageMax(DocStage):
     name = "bm25-passage-max"
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = col.bm25_passages.search(q.text, max(PASSAGE_DEPTH, 4 * k))
+        pos, sc = _bm25_top(col.bm25_passages, q, max(PASSAGE_DEPTH, 4 * k), "passage")
         docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
         return docs, by_max(dsc)
 
@@ -228,7 +260,8 @@ class HybridMax(_Mixed):
 
     def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
-        (bpos, bsc), (pos, sc) = col.passage_lists(q.text, q.qp, depth)
+        (bpos, bsc), (pos, sc) = (col.passage_lists(q.text, q.qp, depth) if q.filter is None
+                                  else col.passage_lists(q.text, q.qp, depth, q.filter))
         bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
         ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
         a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
@@ -266,7 +299,7 @@ class DocHybrid(_Mixed):
     def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``."""
         depth = min(depth, col.n_docs)
-        bpos, bsc = col.bm25_docs.search(q.text, depth)
+        bpos, bsc = _bm25_top(col.bm25_docs, q, depth, "doc")
         dpos, dsc = stage("mean").top(col, q, depth)
         a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
         return a.ids, a.scores[0], a.scores[1]

@@ -259,9 +259,11 @@ class ShardedCollection:
         return self._matrix("docs-mean", self.doc_starts, self.view.n_docs, "passage")
 
     def passage_lists(
-        self, query: str, qp: np.ndarray, depth: int
+        self, query: str, qp: np.ndarray, depth: int, allowed: Any = None
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """Both lists in one call per shard."""
+        """Both lists in one call per shard (a filter is refused: the shards cannot mask their part yet)."""
+        if allowed is not None:
+            raise BadInputError("filters are not supported on a sharded build yet")
         self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
         parts, starts = answered(self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n, partial_ok=True),
@@ -278,7 +280,7 @@ class ShardedCollection:
     def passage_stage(self, batch: QueryBatch, docs: DocLists, spec: PassageSpec) -> list[StageResult]:
         """DHR's passage stage: candidates from the global layout, their scores from the shards in one call each."""
         qp = batch.vectors.get("qp") if spec.dense else None
-        return self._passage_stage.run(batch.texts, qp, docs, spec)
+        return self._passage_stage.run(batch.texts, qp, docs, spec, batch.filter)
 
     def _score_candidates(self, texts: Sequence[str], qp: np.ndarray, positions: Sequence[np.ndarray], dense: bool,
                           bm25: bool) -> Scores:

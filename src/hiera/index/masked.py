@@ -1,0 +1,134 @@
+"""Searches restricted to the rows a filter allows (:class:`~hiera.query.Allowed`), exact and inside the index.
+
+Each returns what the index would return if the disallowed rows had never
+been in it (the collection's statistics, such as BM25's IDF, unchanged), and
+picks the cheapest way to do so:
+
+* BM25: only the allowed rows are scored (``Bm25Index.scores_at``, bit for
+  bit the full scorer's values) when they are at most :data:`BM25_ROWS_SHARE`
+  of the index; else the full score vector with the others zeroed (bm25s's
+  ``weight_mask``). Either way only positive scores are returned, as unfiltered.
+* dense, on a torch exact index (``--dense-search exact``): the scan's
+  disallowed scores are masked on the device before its top k.
+* dense, on a FAISS index: *pre-filtering* — the allowed rows' stored vectors
+  scored exactly — when at most :data:`PREFILTER_ROWS` rows are allowed (a
+  small gather beats walking an index built for everything); else FAISS's own
+  search with an ID selector (``SearchParameters(sel=IDSelectorBitmap)``: Flat
+  scans only allowed rows; an HNSW graph search skips disallowed nodes in its
+  results, with ``efSearch`` raised by the inverse of the allowed share, up to
+  :data:`MAX_EF`, so that enough allowed neighbours are reached; IVF keeps its
+  ``nprobe``). Pre-filtering is exact; a selector on a Flat index is exact; on
+  HNSW and IVF it is as approximate as the unfiltered search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hiera.index.exact import TorchExactIndex, best_first
+from hiera.index.select import topk
+from hiera.query import Allowed
+
+BM25_ROWS_SHARE = 0.05  # allowed share of an index at or below which BM25 scores only the allowed rows
+PREFILTER_ROWS = 20_000  # allowed rows at or below which a FAISS index is bypassed for an exact scan of just them
+MAX_EF = 1024  # the largest efSearch a filtered HNSW search raises to
+
+
+def bm25_strategy(size: int, allowed: Allowed, level: str) -> str:
+    return "score-allowed-rows" if len(allowed.positions(level)) <= BM25_ROWS_SHARE * size else "mask-scores"
+
+
+def bm25_top(index: Any, query: str, k: int, allowed: Allowed, level: str) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` allowed rows of a BM25 index: ``(positions, scores)``, best first, positive scores only."""
+    positions = allowed.positions(level)
+    if bm25_strategy(index.size, allowed, level) == "score-allowed-rows":
+        idx, vals = topk(index.scores_at(query, positions), k, positive_only=True)
+        return positions[idx], vals
+    scores = index.scores(query)
+    return topk(np.where(allowed.level(level), scores, np.float32(0)), k, positive_only=True)
+
+
+def vector_strategy(index: Any, allowed: Allowed, level: str) -> str:
+    if isinstance(index, TorchExactIndex):
+        return "device-mask"
+    if len(allowed.positions(level)) <= PREFILTER_ROWS:
+        return "prefilter-exact"
+    return "faiss-selector"
+
+
+def vector_search(
+    index: Any, matrix: Callable[[], Any], queries: np.ndarray, k: int, allowed: Allowed, level: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """FAISS's ``(ids, scores)`` (n_queries × k', -1 where nothing is left) over the allowed rows only.
+
+    ``matrix`` gives the stored vectors (called only to pre-filter).
+    """
+    q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+    positions = allowed.positions(level)
+    k = max(0, min(int(k), len(positions)))
+    if k == 0:
+        return np.full((len(q), 0), -1, dtype=np.int64), np.zeros((len(q), 0), dtype=np.float32)
+    strategy = vector_strategy(index, allowed, level)
+    if strategy == "device-mask":
+        return _torch_search(index, q, k, allowed, level)
+    if strategy == "prefilter-exact":
+        rows = np.asarray(matrix()[positions], dtype=np.float32)
+        scores = q @ rows.T
+        ids = np.full((len(q), k), -1, dtype=np.int64)
+        out = np.zeros((len(q), k), dtype=np.float32)
+        for i, s in enumerate(scores):
+            idx, vals = topk(s, k)
+            ids[i, : len(idx)], out[i, : len(idx)] = positions[idx], vals
+        return ids, out
+    scores, ids = index.search(q, k, params=_params(index, allowed, level, k))
+    return ids, scores
+
+
+def _params(index: Any, allowed: Allowed, level: str, k: int) -> Any:
+    import faiss
+
+    sel = allowed._derive(("faiss-selector", level), lambda: _selector(allowed.level(level)))[0]
+    real = faiss.downcast_index(index)
+    if hasattr(real, "hnsw"):
+        share = max(len(allowed.positions(level)) / max(1, index.ntotal), 1e-9)
+        ef = int(min(MAX_EF, max(real.hnsw.efSearch, k, real.hnsw.efSearch / share)))
+        return faiss.SearchParametersHNSW(sel=sel, efSearch=ef)
+    if hasattr(real, "nprobe"):
+        return faiss.SearchParametersIVF(sel=sel, nprobe=real.nprobe)
+    return faiss.SearchParameters(sel=sel)
+
+
+def _selector(mask: np.ndarray) -> tuple[Any, np.ndarray]:
+    """An ``IDSelectorBitmap`` over ``mask`` and the packed bits it reads (kept alive beside it)."""
+    import faiss
+
+    bits = np.packbits(mask, bitorder="little")
+    return faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits)), bits
+
+
+def torch_top(index: TorchExactIndex, x: Any, k: int, mask: Any) -> tuple[Any, Any]:
+    """:meth:`TorchExactIndex.top` over the rows of a boolean device ``mask``: scores and ids (-1 past the allowed
+    rows, score 0), on the device."""
+    import torch
+    k = max(1, min(int(k), index.ntotal))
+    x = x.to(device=index.device, dtype=torch.float32)
+    low = index.dtype != torch.float32
+    depth = min(index.ntotal, 2 * k + 64) if low else k
+    scan = (x.to(index.dtype) @ index.matrix.T).float().masked_fill(~mask, float("-inf"))
+    s, i = torch.topk(scan, depth, dim=1, sorted=False)
+    if low:
+        s = torch.where(torch.isfinite(s), torch.einsum("bkd,bd->bk", index.matrix[i].float(), x), s)
+    s, i = best_first(s, i, k)
+    keep = torch.isfinite(s)
+    return torch.where(keep, s, 0.0), torch.where(keep, i, -1)
+
+
+def _torch_search(index: TorchExactIndex, q: np.ndarray, k: int, allowed: Allowed, level: str) -> tuple[Any, Any]:
+    import torch
+
+    with torch.inference_mode():
+        s, i = torch_top(index, torch.from_numpy(q).to(index.device), k, allowed.tensor(level, index.device))
+    return i.cpu().numpy(), s.cpu().numpy()
