@@ -1,0 +1,95 @@
+"""Searches inside a filter, each strategy against brute force: pre-filtering, FAISS selectors, the device mask."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hiera.index import masked
+from hiera.index.dense import build_faiss
+from hiera.index.exact import TorchExactIndex
+from hiera.index.select import topk
+from hiera.query import Allowed
+
+
+def _vectors(n: int = 3000, d: int = 32, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16)
+
+
+def _allowed(n: int, share: float, seed: int = 1) -> Allowed:
+    mask = np.random.default_rng(seed).random(n) < share
+    return Allowed("test", mask, mask)
+
+
+def _brute(vecs: np.ndarray, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
+    rows = np.flatnonzero(mask)
+    scores = q @ vecs[rows].astype(np.float32).T
+    return np.stack([rows[topk(s, k)[0]] for s in scores])
+
+
+@pytest.mark.parametrize("share", [0.01, 0.1, 0.5])
+@pytest.mark.parametrize("strategy", ["prefilter-exact", "faiss-selector"])
+def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, share: float, strategy: str) -> None:
+    vecs = _vectors()
+    index = build_faiss(vecs, "Flat")
+    allowed = _allowed(len(vecs), share)
+    monkeypatch.setattr(masked, "PREFILTER_ROWS", 10**9 if strategy == "prefilter-exact" else 0)
+    assert masked.vector_strategy(index, allowed, "passage") == strategy
+    q = vecs[:8].astype(np.float32) + 0.05
+    ids, _ = masked.vector_search(index, lambda: vecs, q, 20, allowed, "passage")
+    assert np.array_equal(ids, _brute(vecs, q, allowed.passages, 20))
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_hnsw_with_a_selector_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    vecs = _vectors()
+    index = build_faiss(vecs, "HNSW32")
+    allowed = _allowed(len(vecs), share)
+    monkeypatch.setattr(masked, "PREFILTER_ROWS", 0)
+    q = np.random.default_rng(5).standard_normal((20, vecs.shape[1])).astype(np.float32)
+    ids, _ = masked.vector_search(index, lambda: vecs, q, 20, allowed, "passage")
+    assert allowed.passages[ids[ids >= 0]].all()
+    want = _brute(vecs, q, allowed.passages, 20)
+    recall = np.mean([len(set(a) & set(b)) / 20 for a, b in zip(ids, want, strict=True)])
+    assert recall >= 0.95
+
+
+def test_the_device_mask_pads_past_the_allowed_rows() -> None:
+    vecs = _vectors(500)
+    index = TorchExactIndex(vecs, "cpu")
+    allowed = _allowed(len(vecs), 0.01, seed=3)
+    q = vecs[:4].astype(np.float32)
+    ids, scores = masked.vector_search(index, lambda: vecs, q, 50, allowed, "passage")
+    assert ids.shape[1] == allowed.n_passages  # k is cut to what the filter allows
+    assert np.array_equal(ids, _brute(vecs, q, allowed.passages, allowed.n_passages))
+
+
+class _Bm25:
+    """BM25's two scoring calls over a fixed score vector (sparse, as BM25's are)."""
+
+    def __init__(self, scores: np.ndarray) -> None:
+        self.s = scores
+        self.size = len(scores)
+
+    def scores(self, query: str) -> np.ndarray:
+        return self.s
+
+    def scores_at(self, query: str, positions: np.ndarray) -> np.ndarray:
+        return self.s[positions]
+
+
+@pytest.mark.parametrize("share", [0.01, 0.5])
+def test_bm25_strategies_agree(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    rng = np.random.default_rng(2)
+    s = np.where(rng.random(5000) < 0.3, rng.random(5000), 0).astype(np.float32)
+    s[::7] = s[3]  # ties
+    allowed = _allowed(len(s), share)
+    got = []
+    for rows_share in (1.0, 0.0):
+        monkeypatch.setattr(masked, "BM25_ROWS_SHARE", rows_share)
+        got.append(masked.bm25_top(_Bm25(s), "q", 40, allowed, "passage"))
+    rows = np.flatnonzero(allowed.passages & (s > 0))
+    idx, vals = topk(s[rows], 40)
+    for pos, sc in got:
+        assert np.array_equal(pos, rows[idx]) and np.array_equal(sc, vals)
