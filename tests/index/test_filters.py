@@ -47,8 +47,9 @@ def _doc_ref(col: Collection, pred) -> np.ndarray:  # noqa: ANN001 - a predicate
 
 
 def test_canonical_form_and_precedence() -> None:
-    assert parse("a = 1 or b = 2 and not c = 3").canonical() == '(a = "1") or ((b = "2") and (not (c = "3")))'
-    assert parse("(a = 1 or b = 2) and c in (x, 'y z')").canonical() == '((a = "1") or (b = "2")) and (c in ("x", "y z"))'
+    assert parse("a = 1 or b = 2 and not c = 3").canonical() == "(a = 1) or ((b = 2) and (not (c = 3)))"
+    assert parse("(a = 1 or b = 2) and c in (x, 'y z', 'and')").canonical() == \
+        '((a = 1) or (b = 2)) and (c in (x, "y z", "and"))'
     assert parse("A = 1 AND b = 2").canonical() == parse("A = 1 and b = 2").canonical()
 
 

@@ -107,11 +107,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": m.defaults,
         }
+        if not stats["index"]["stale"] and not m.shards:
+            from hiera.builds import open_collection
+            from hiera.index.filters import fields_of
+
+            # what --filter can name: each field with its type, level and how many documents (passages) have it
+            stats["filter_fields"] = fields_of(open_collection(Path(args.index)))
     if args.json:
         print_json(stats)
     else:
+        fields = stats.pop("filter_fields", None)
         for k, v in stats.items():
             print(f"{k:>18}: {v}")
+        if fields is not None:
+            print(f"{'filter fields':>18}: " + ", ".join(f"{f['field']} ({f['type']}, {f['level']}, {f['count']})"
+                                                       for f in fields))
     return 0
 
 

@@ -54,6 +54,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _question_options(args)
     params, read_params = parse_reader_assignments(args.set, names) if args.reader else (parse_assignments(args.set, names), {})
     if args.format == "quest":
+        if args.filter:
+            raise BadInputError("--filter does not apply to --format quest yet")
         if args.reader:
             raise BadInputError("--reader does not apply to --format quest (set queries have no answer strings)")
         return _eval_sets(args, names, params)
@@ -70,6 +72,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         reader = Reader(args.reader, device=placement.device, **read_params)  # fails before any retrieval
     col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device,
                           dense_search=args.dense_search)
+    if args.filter:
+        from hiera.index.filters import compile_filter
+
+        compile_filter(col, args.filter)  # a bad filter fails before any search
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
                                **_question_options(args))
     log = _log if not args.quiet else (lambda m: None)
@@ -86,7 +92,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if reranker is not None:
             r = RerankRetriever(r, reranker, depth=args.rerank_depth)
         runs[r.name] = evaluate_retriever(
-            col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample
+            col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample,
+            filter=args.filter,
         )
         if reader is not None and runs[r.name].passage_runs:
             from hiera.eval.read import read_runs
@@ -233,6 +240,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--ks", default="1,5,20,100", help="cut-offs for top-k accuracy, recall, nDCG …")
     add_set_option(sp, "a parameter for every listed retriever that has it")
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    sp.add_argument("--filter", default=None, metavar="EXPR",
+                    help="search only what EXPR allows (docs/FILTERS.md); reports how many questions have their gold "
+                         "outside it (filter_gold_outside) and the metrics without them (…_gold_inside)")
     sp.add_argument("--pool", default=None, metavar="PATH",
                     help="--format hotpotqa: the paragraph pool jsonl its gold ids refer to (default: "
                     "paragraph_pool.500q.jsonl beside the question file)")

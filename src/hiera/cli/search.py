@@ -79,7 +79,7 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
 
         retriever = RerankRetriever(retriever, Reranker(args.rerank, device=col.placement.device),
                                     depth=args.rerank_depth)
-    res = retriever.search(args.query, k=args.k, level=args.level, **params)
+    res = retriever.search(args.query, k=args.k, level=args.level, filter=args.filter, **params)
     if args.json:
         print_json(res.to_dict())
         return 0
@@ -127,6 +127,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument(*RETRIEVER_FLAGS, default="dhr", choices=method_names())
     sp.add_argument("--k", "-k", type=int, default=10, help=f"number of hits (1 to {MAX_K})")
     sp.add_argument("--level", choices=["passage", "doc"], default=None)
+    sp.add_argument("--filter", default=None, metavar="EXPR",
+                    help="search only what EXPR allows, e.g. \"source = wikipedia and year >= 2019\" or "
+                         "\"section prefix History\" (docs/FILTERS.md; `hiera stats` lists the fields)")
     add_set_option(sp, "a parameter of the retriever for this search, e.g. lam=0.5")
     sp.add_argument("--doc-encoder", default=None, help="refuse to search unless the index used this model")
     sp.add_argument("--passage-encoder", default=None)

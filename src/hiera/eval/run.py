@@ -67,9 +67,17 @@ def evaluate_retriever(
     latency_sample: int = 200,
     progress: bool = True,
     retriever: Any = None,
+    filter: str | None = None,
 ) -> RetrieverRun:
-    """Metrics of one retriever on ``questions`` (see module docstring)."""
+    """Metrics of one retriever on ``questions`` (see module docstring).
+
+    ``filter``: every search runs inside it (:mod:`hiera.index.filters`); the
+    metrics then also count the questions whose gold passage (or, without
+    one, gold document) the filter excludes (``filter_gold_outside``), and are
+    given again over the other questions alone (``…_gold_inside``).
+    """
     r = retriever or get_retriever(name, col, **(params or {}))
+    fkw = {"filter": filter} if filter else {}
     kmax = max(ks)
     run = RetrieverRun(name=name, params=dict(getattr(r, "defaults", {})))
     texts = [q.text for q in questions]
@@ -79,33 +87,26 @@ def evaluate_retriever(
     bar = tqdm(total=len(texts), desc=f"eval {name}", unit="q", disable=not progress, leave=False)
     for chunk in _batches(texts, batch_size):
         if "passage" in r.levels and has_answers:
-            run.passage_runs.extend(r.batch_search(chunk, k=kmax, level="passage"))
+            run.passage_runs.extend(r.batch_search(chunk, k=kmax, level="passage", **fkw))
         if "doc" in r.levels and (has_docs or has_qrels):
-            run.doc_runs.extend(r.batch_search(chunk, k=kmax, level="doc"))
+            run.doc_runs.extend(r.batch_search(chunk, k=kmax, level="doc", **fkw))
         bar.update(len(chunk))
     bar.close()
 
-    m: dict[str, float] = {}
     if run.passage_runs:
         hits = [hit_list(res.hits, q.answers, q.answer_mode) for res, q in zip(run.passage_runs, questions, strict=True)]
         run.first_hit = [next((i for i, h in enumerate(hl) if h), None) for hl in hits]
-        m.update(topk_accuracy(hits, ks))
-        gold_p = [q.gold_passages for q in questions]
-        if any(gold_p):
-            ranked = [[h.passage_id or "" for h in res.hits] for res in run.passage_runs]
-            m.update({f"gold_passage_top{k}": v for k, v in _gold_topk(ranked, gold_p, ks).items()})
-    canonical = _canonical_ids(col)
-    if run.doc_runs and has_docs:
-        ranked_docs = [[h.doc_id for h in res.hits] for res in run.doc_runs]
-        gold = [{canonical(g) for g in q.gold_docs} for q in questions]
-        m.update(doc_topk(ranked_docs, gold, ks))
-        multi = [i for i, g in enumerate(gold) if len(g) > 1]
-        if multi:
-            m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:10]) for i in multi) / len(multi)
-    if run.doc_runs and has_qrels:
-        run_dict = {q.id: {h.doc_id: h.score for h in res.hits} for res, q in zip(run.doc_runs, questions, strict=True)}
-        qrels = {q.id: _canonical_qrels(q.qrels, canonical) for q in questions if q.qrels}
-        m.update(ranking_metrics(run_dict, qrels, ks))
+    m = _quality(col, run.passage_runs, run.doc_runs, questions, ks, has_docs, has_qrels)
+    if filter:
+        inside = gold_inside(col, questions, filter)
+        m["filter_gold_outside"] = sum(1 for x in inside if x is False)
+        m["filter_gold_unknown"] = sum(1 for x in inside if x is None)
+        keep = [i for i, x in enumerate(inside) if x is not False]
+        if len(keep) < len(questions) and keep:
+            sub = _quality(col, [run.passage_runs[i] for i in keep] if run.passage_runs else [],
+                           [run.doc_runs[i] for i in keep] if run.doc_runs else [], [questions[i] for i in keep], ks,
+                           has_docs, has_qrels)
+            m.update({f"{k}_gold_inside": v for k, v in sub.items()})
 
     # Per-stage time from the traces (batched), and single-query latency.
     traces = run.passage_runs or run.doc_runs
@@ -119,12 +120,63 @@ def evaluate_retriever(
     lat = []
     for q in texts[:latency_sample]:
         t = time.perf_counter()
-        r.search(q, k=kmax, level=level)
+        r.search(q, k=kmax, level=level, **fkw)
         lat.append((time.perf_counter() - t) * 1000)
     if lat:
         m.update(latency_percentiles(lat))
     run.metrics = m
     return run
+
+
+def gold_inside(col: Any, questions: Sequence[Question], filter: str) -> list[bool | None]:
+    """Per question, whether the filter allows its gold: any gold passage, else any gold document; ``None`` for a
+    question with neither (answer strings only)."""
+    from hiera.index.filters import compile_filter
+
+    allowed = compile_filter(col, filter)
+    canonical = _canonical_ids(col)
+    passages: set[str] | None = None
+    docs: set[str] | None = None
+    out: list[bool | None] = []
+    for q in questions:
+        if q.gold_passages:
+            if passages is None:
+                passages = {p.id for p in col.passages_at(allowed.passage_positions)}
+            out.append(bool(q.gold_passages & passages))
+        elif q.gold_docs:
+            if docs is None:
+                docs = {d.id for d in col.docs_at(allowed.doc_positions)}
+            out.append(any(canonical(g) in docs for g in q.gold_docs))
+        else:
+            out.append(None)
+    return out
+
+
+def _quality(col: Any, passage_runs: list, doc_runs: list, questions: Sequence[Question], ks: Sequence[int],
+             has_docs: bool, has_qrels: bool) -> dict[str, float]:
+    """The ranking metrics of the runs of ``questions``."""
+    m: dict[str, float] = {}
+    if passage_runs:
+        hits = [hit_list(res.hits, q.answers, q.answer_mode) for res, q in zip(passage_runs, questions, strict=True)]
+        m.update(topk_accuracy(hits, ks))
+        gold_p = [q.gold_passages for q in questions]
+        if any(gold_p):
+            ranked = [[h.passage_id or "" for h in res.hits] for res in passage_runs]
+            m.update({f"gold_passage_top{k}": v for k, v in _gold_topk(ranked, gold_p, ks).items()})
+    canonical = _canonical_ids(col)
+    if doc_runs and has_docs:
+        ranked_docs = [[h.doc_id for h in res.hits] for res in doc_runs]
+        gold = [{canonical(g) for g in q.gold_docs} for q in questions]
+        m.update(doc_topk(ranked_docs, gold, ks))
+        multi = [i for i, g in enumerate(gold) if len(g) > 1]
+        if multi:
+            m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:10]) for i in multi) / len(multi)
+    if doc_runs and has_qrels:
+        run_dict = {q.id: {h.doc_id: h.score for h in res.hits} for res, q in zip(doc_runs, questions, strict=True)}
+        qrels = {q.id: _canonical_qrels(q.qrels, canonical) for q in questions if q.qrels}
+        if qrels:
+            m.update(ranking_metrics(run_dict, qrels, ks))
+    return m
 
 
 def _gold_topk(ranked: list[list[str]], gold: list[set[str]], ks: Sequence[int]) -> dict[str, float]:

@@ -61,7 +61,8 @@ class Cmp:
     values: tuple[str, ...]
 
     def canonical(self) -> str:
-        vals = ", ".join(json.dumps(v, ensure_ascii=False) for v in self.values)
+        vals = ", ".join(v if _BARE.match(v) and v.lower() not in _KEYWORDS else json.dumps(v, ensure_ascii=False)
+                         for v in self.values)
         return f"{self.field} in ({vals})" if self.op == "in" else f"{self.field} {self.op} {vals}"
 
 
@@ -87,6 +88,7 @@ Node = Cmp | Not | BoolOp
 _TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>|\(|\)|,)"""
                     r"""|(?P<word>[^\s()=!<>,'"]+))""")
 _KEYWORDS = {"and", "or", "not", "in", "contains", "prefix"}
+_BARE = re.compile(r"^[\w.:/@+-]+$")  # a value written without quotes in the canonical form
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
