@@ -191,16 +191,19 @@ class HieraClient:
     # -- the API -------------------------------------------------------------------
     def search(
         self, query: str, k: int = 10, *, retriever: str = "dhr", level: Level | None = None, rerank: bool = False,
-        **params: Any,
+        filter: str | None = None, **params: Any,
     ) -> Results:
-        """``/search``: ranked hits with per-stage scores and the trace; ``params`` as ``--set`` takes them."""
+        """``/search``: ranked hits with per-stage scores and the trace; ``params`` as ``--set`` takes them;
+        ``filter``: search only what the expression allows (the server checks it: a bad one is a ``ServerError``)."""
         checked = method(retriever).check(params)
         return Results.from_dict(
-            self._get("/search", {"q": query, "k": k, "retriever": retriever, "level": level, "rerank": rerank, **checked})
+            self._get("/search", {"q": query, "k": k, "retriever": retriever, "level": level, "rerank": rerank,
+                                  "filter": filter, **checked})
         )
 
     def answer(
-        self, query: str, k: int = 10, *, retriever: str = "dhr", rerank: bool = False, **params: Any
+        self, query: str, k: int = 10, *, retriever: str = "dhr", rerank: bool = False, filter: str | None = None,
+        **params: Any,
     ) -> Answers:
         """``/answer`` (a server started with ``--reader``): ``params`` are the retriever's or the reader's."""
         spec, rspec = method(retriever), reader_spec()
@@ -208,7 +211,8 @@ class HieraClient:
         read_params = {n: v for n, v in params.items() if n not in search_params}
         checked = {**spec.check(search_params), **rspec.check(read_params)}
         return Answers.from_dict(
-            self._get("/answer", {"q": query, "k": k, "retriever": retriever, "rerank": rerank, **checked})
+            self._get("/answer", {"q": query, "k": k, "retriever": retriever, "rerank": rerank, "filter": filter,
+                                  **checked})
         )
 
     def document(self, doc_id: str) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def create_app(
     reader_params, reader_canonical = reader_parameters()
 
     def checked_request(
-        request: Request, q: str, retriever: str, rerank: bool, given: dict[str, Any]
+        request: Request, q: str, retriever: str, rerank: bool, given: dict[str, Any], filter: str | None = None
     ) -> tuple[Retriever, dict[str, Any], list[str]]:
         """What /search and /answer check alike: the query, server-side names, staleness, the method's parameters."""
         if not q.strip():
@@ -206,6 +206,8 @@ def create_app(
         params = {n: v for n, v in values.items() if r.spec.param(n) is not None}
         try:
             params = r.spec.check(params)
+            if filter:  # checked and compiled (once per build) here, so a bad one is a 422 before any search
+                getattr(r, "base", r).compile_filter(filter)
         except HieraError as e:
             raise _unprocessable(str(e)) from None
         return r, params, sorted(set(values) - set(params))
@@ -235,8 +237,8 @@ def create_app(
         return JSONResponse(body)
 
     async def search(
-        request: Request, q: str, k: int, retriever: str, partial: bool, level: Literal["passage", "doc"] | None,
-        rerank: bool, **given: Any,
+        request: Request, q: str, k: int, retriever: str, partial: bool, filter: str | None,
+        level: Literal["passage", "doc"] | None, rerank: bool, **given: Any,
     ) -> JSONResponse:
         """Ranked hits with per-stage scores, a one-line reason each, and the timed trace.
 
@@ -244,8 +246,9 @@ def create_app(
         under ``ignored``): the web page sends its controls' values whatever
         the method, and that must not be an error.
         """
-        r, params, ignored = checked_request(request, q, retriever, rerank, given)
-        return await respond(lambda: r.search(q, k=k, level=level, **params).to_dict(), ignored, partial)
+        r, params, ignored = checked_request(request, q, retriever, rerank, given, filter)
+        fkw = {"filter": filter} if filter else {}
+        return await respond(lambda: r.search(q, k=k, level=level, **fkw, **params).to_dict(), ignored, partial)
 
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
@@ -259,8 +262,8 @@ def create_app(
     )
     app.get("/search", summary="Search the collection")(search)
 
-    async def answer(request: Request, q: str, k: int, retriever: str, partial: bool, rerank: bool,
-                     **given: Any) -> JSONResponse:
+    async def answer(request: Request, q: str, k: int, retriever: str, partial: bool, filter: str | None,
+                     rerank: bool, **given: Any) -> JSONResponse:
         """Retrieve ``k`` passages and read them: ranked answers, each with its passage, offsets and evidence.
 
         The same JSON as ``hiera answer --json``; ``start``/``end`` are
@@ -271,7 +274,7 @@ def create_app(
             raise _unprocessable(f"{', '.join(refused)}: the reader is chosen when the server starts (--reader DIR)")
         reader = service.answerer()
         r, params, ignored = checked_request(
-            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}
+            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}, filter
         )
         if "passage" not in r.spec.levels:
             raise _unprocessable(f"the reader reads passages; retriever {retriever!r} ranks documents only")
@@ -285,7 +288,7 @@ def create_app(
         def run() -> dict[str, Any]:
             from hiera.read.pipeline import read_results
 
-            res = r.search(q, k=k, level="passage", **params)
+            res = r.search(q, k=k, level="passage", **({"filter": filter} if filter else {}), **params)
             sep = service.col.store.title_sep
             return read_results(reader, res, sep, **read).to_dict()
 

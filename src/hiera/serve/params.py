@@ -74,6 +74,10 @@ def request_parameters(k_max: int, k_means: str) -> list[inspect.Parameter]:
         inspect.Parameter("retriever", kw, annotation=str,
                           default=Query("dhr", description="retrieval method; /methods lists them with their parameters")),
         inspect.Parameter("partial", kw, annotation=bool, default=Query(False, description=PARTIAL_HELP)),
+        inspect.Parameter("filter", kw, annotation=str | None, default=Query(
+            None, max_length=MAX_QUERY_CHARS,
+            description="search only what this expression allows, e.g. source = wikipedia and year >= 2019 "
+                        "(docs/FILTERS.md; fields: `hiera stats`); a bad one is a 422")),
     ]
 
 
