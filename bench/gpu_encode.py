@@ -11,7 +11,9 @@ Everything it reads is in the GPU kit (``../shared/gpu/pack.py --faiss --data`` 
    pool, plus ``--distractors`` real-text distractor passages recombined from SQuAD train and HotpotQA
    sentences (:func:`bench.distractors.kit_sources`; never a sentence of a SQuAD dev article), ingested
    into a fresh collection (every copy kept, as the benchmarks keep them).
-2. **(a) hiera's encoder**, passages/s end to end (tokenization included) over every passage of that
+2. **(a0) tokenizing alone** on the host's cores (up to 50,000 of the passages, batches of 1,024): one
+   worker process against as many as the encoder uses there (every core but one on a GPU).
+   **(a) hiera's encoder**, passages/s end to end (tokenization included) over every passage of that
    collection, titled as a build encodes them: ``Encoder._encode`` (no cache) and ``encode_document``
    into an empty embedding cache (what a build calls: hashing, cache look-ups, cache writes).
 3. **(b) sentence-transformers' own** ``encode`` in float16 at batches of 256 and 1,024 over a seeded
@@ -139,11 +141,36 @@ def _timed(device: str, fn: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t
 
 
+def tokenize_rows(rep: Report, texts: list[str], workers: int) -> dict[str, Any]:
+    """(a0): tokenizing alone on this host's cores, one worker process against ``workers``, and the path before."""
+    from bench.tokenize_speed import _through
+    from hiera.backends import FastTokenizer, TokenizerPool
+    from hiera.encode import CUDA_BATCH, resolve_model_path
+
+    fast = FastTokenizer.load(resolve_model_path("all-MiniLM-L6-v2"))
+    if fast is None:
+        return {"skipped": "the model is not a plain pipeline FastTokenizer reproduces"}
+    batches = [texts[s : s + CUDA_BATCH] for s in range(0, len(texts), CUDA_BATCH)]
+    out: dict[str, Any] = {}
+    for n in dict.fromkeys((1, workers)):
+        with TokenizerPool(fast, n, "process") as pool:
+            _through(pool, batches[:n], n)  # start-up, not timed
+            t = time.perf_counter()
+            _through(pool, batches, 2 * n)
+            rate = len(texts) / (time.perf_counter() - t)
+        out[f"workers_{n}"] = {"workers": n, "passages": len(texts), "passages_per_s": rate}
+        rep.add({"measure": f"(a0) tokenizing alone, {n} worker process{'es' if n > 1 else ''}, "
+                            f"{len(texts):,} passages", "value": f"{rate:,.0f} passages/s", "target": "–"},
+                out[f"workers_{n}"], key=f"a0-tokenize-{n}")
+    return out
+
+
 def encode_rows(rep: Report, texts: list[str], device: str, args: argparse.Namespace) -> dict[str, Any]:
     """(a), (b), (c): hiera's encoder end to end, sentence-transformers' encode beside it, cosine to the CPU."""
-    from hiera.encode import Encoder
+    from hiera.encode import Encoder, default_tokenize_workers
 
     out: dict[str, Any] = {}
+    out["tokenize"] = tokenize_rows(rep, texts[:50_000], default_tokenize_workers(device))
     enc = Encoder(backend="torch", device=device, use_cache=False)
     pool = enc.tokenizer_pool()
     setup = {"batch_size": enc.batch_size, "precision": enc.precision, "tokenize_workers": enc.tokenize_workers,
