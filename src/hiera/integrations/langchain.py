@@ -58,6 +58,8 @@ class HieraRetriever(BaseRetriever):
     """Rank passages or documents (default: the method's first level)."""
     params: dict[str, Any] = {}
     """Method parameters by their ``--set`` names, e.g. ``{"lam": 1.5, "top_docs": 50}``."""
+    filter: str | None = None
+    """Search only what this expression allows, e.g. ``"source = wikipedia and year >= 2019"`` (docs/FILTERS.md)."""
 
     _source: Source = PrivateAttr()
 
@@ -72,5 +74,6 @@ class HieraRetriever(BaseRetriever):
     ) -> list[Document]:
         k = overrides.pop("k", self.k)
         level = overrides.pop("level", self.level)
+        flt = overrides.pop("filter", self.filter)
         params = {**self.params, **overrides}
-        return to_documents(self._source.search(query, k, self.method, level, params))
+        return to_documents(self._source.search(query, k, self.method, level, params, flt))

@@ -58,12 +58,16 @@ class HieraRetriever(BaseRetriever):
         level: Level | None = None,
         params: dict[str, Any] | None = None,
         callback_manager: CallbackManager | None = None,
+        filter: str | None = None,
     ) -> None:
-        """``source``: a collection directory, an opened collection, a ``HieraClient`` or a server URL."""
+        """``source``: a collection directory, an opened collection, a ``HieraClient`` or a server URL;
+        ``filter``: search only what the expression allows (docs/FILTERS.md)."""
         self.params = check_request(method, k, level, dict(params or {}))
+        self.filter = filter
         self.method, self.k, self.level = method, k, level
         self.source = open_source(source)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return to_nodes(self.source.search(query_bundle.query_str, self.k, self.method, self.level, self.params))
+        return to_nodes(self.source.search(query_bundle.query_str, self.k, self.method, self.level, self.params,
+                                           self.filter))

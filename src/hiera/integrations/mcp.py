@@ -114,6 +114,10 @@ def tool_schemas(available: list[str], can_answer: bool) -> dict[str, tuple[str,
                 "method": {"type": "string", "enum": methods, "default": default, "description": "retrieval method"},
                 "level": {"type": "string", "enum": ["passage", "doc"],
                           "description": "rank passages or documents (default: the method's first level)"},
+                "filter": {"type": "string", "description":
+                           "search only what this expression allows, e.g. \"source = wikipedia and year >= 2019\" "
+                           "or \"section prefix History\" (fields: id, title, source, categories, metadata keys, "
+                           "section; = != in contains prefix < <= > >=, and/or/not)"},
                 **_params(methods),
             }, ["query"]),
         )
@@ -248,7 +252,8 @@ def call(source: Source, name: str, args: dict[str, Any], schemas: dict[str, tup
     k = int(args.get("k", props.get("k", {}).get("default", 10)))
     if name == "search":
         m = args.get("method", props["method"]["default"])
-        res = source.search(args["query"], k, m, args.get("level"), _split(args, ("query", "k", "method", "level")))
+        res = source.search(args["query"], k, m, args.get("level"),
+                            _split(args, ("query", "k", "method", "level", "filter")), args.get("filter"))
         return search_payload(res)
     if name == "set_query":
         res = source.search(args["query"], k, "sets", "doc", _split(args, ("query", "k")))

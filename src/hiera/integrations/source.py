@@ -64,7 +64,8 @@ class Source(Protocol):
 
     name: str
 
-    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results: ...
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
+               filter: str | None = None) -> Results: ...
 
     def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -112,9 +113,11 @@ class LocalSource:
                 self._retrievers[name] = get_retriever(name, self.col)
             return self._retrievers[name]
 
-    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results:
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
+               filter: str | None = None) -> Results:
         checked = check_request(method, k, level, params)
-        return self._retriever(method).search(query, k=k, level=level, **checked)
+        return self._retriever(method).search(query, k=k, level=level, **({"filter": filter} if filter else {}),
+                                              **checked)
 
     def can_answer(self) -> bool:
         return self.reader is not None
@@ -166,9 +169,10 @@ class RemoteSource:
     def available(self) -> list[str]:
         return list(self._served().get("retrievers") or [])
 
-    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any]) -> Results:
+    def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
+               filter: str | None = None) -> Results:
         checked = check_request(method, k, level, params)
-        return self.client.search(query, k, retriever=method, level=level, **checked)
+        return self.client.search(query, k, retriever=method, level=level, filter=filter or None, **checked)
 
     def can_answer(self) -> bool:
         return self._served().get("reader") is not None
