@@ -172,16 +172,22 @@ def encode_rows(rep: Report, texts: list[str], device: str, args: argparse.Names
     out: dict[str, Any] = {}
     out["tokenize"] = tokenize_rows(rep, texts[:50_000], default_tokenize_workers(device))
     enc = Encoder(backend="torch", device=device, use_cache=False)
+    try:
+        enc._encode(texts[: 4 * enc.batch_size])  # warm-up: kernels, allocator, tokenizer workers started
+    except Exception as e:  # noqa: BLE001 - one try on the GPU: fall back to worker threads and say so
+        out["process_pool_error"] = f"{type(e).__name__}: {e}"
+        print(f"tokenizer worker processes failed ({out['process_pool_error']}); worker threads instead", flush=True)
+        enc = Encoder(backend="torch", device=device, use_cache=False, tokenize_kind="thread")
+        enc._encode(texts[: 4 * enc.batch_size])
     pool = enc.tokenizer_pool()
     setup = {"batch_size": enc.batch_size, "precision": enc.precision, "tokenize_workers": enc.tokenize_workers,
              "tokenize_kind": enc.tokenize_kind if pool is not None else "sentence-transformers preprocess"}
-    enc._encode(texts[: 4 * enc.batch_size])  # warm-up: kernels, allocator, tokenizer workers started
     vecs, seconds = _timed(device, lambda: enc._encode(texts))
     out["hiera"] = {"passages": len(texts), "seconds": round(seconds, 2), "passages_per_s": len(texts) / seconds, **setup}
     rep.add({"measure": f"(a) hiera Encoder._encode, {len(texts):,} passages (no cache)",
              "value": f"{len(texts) / seconds:,.0f} passages/s", "target": "≥ 30,000"}, out["hiera"], key="a-hiera")
     with tempfile.TemporaryDirectory(prefix="gpu-encode-cache-") as cache:
-        cached = Encoder(backend="torch", device=device, cache_dir=Path(cache))
+        cached = Encoder(backend="torch", device=device, cache_dir=Path(cache), tokenize_kind=enc.tokenize_kind)
         cached.encode_document(texts[:64])
         _, seconds = _timed(device, lambda: cached.encode_document(texts))
         out["hiera_cached"] = {"passages": len(texts), "seconds": round(seconds, 2),
@@ -338,6 +344,18 @@ def eval_rows(rep: Report, root: Path, device: str, n: int, env: dict[str, str],
     return out
 
 
+def _guarded(rep: Report, what: str, fn: Any) -> dict[str, Any]:
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - a lent GPU is measured once: record the failure, go on
+        import traceback
+
+        error = f"{type(e).__name__}: {e}"
+        rep.add({"measure": f"{what} failed", "value": error[:200], "target": "–"},
+                {"error": error, "traceback": traceback.format_exc()[-4000:]}, key=f"failed {what}")
+        return {"error": error}
+
+
 def run(rep: Report, args: argparse.Namespace) -> dict[str, Any]:
     """Every step of the module docstring; the parts' results by name (also in ``rep``)."""
     device = _device(args.device)
@@ -358,11 +376,16 @@ def run(rep: Report, args: argparse.Namespace) -> dict[str, Any]:
         parts["passages"] = len(texts)
         print(f"{len(texts):,} passages in {root} ({parts.get('collection', {}).get('seconds', 0)}s to make)",
               flush=True)
-        parts["encode"] = encode_rows(rep, texts[: args.encode_passages or None], device, args)
+        # each part on its own: one failing part (recorded) leaves the others measured
+        parts["encode"] = _guarded(rep, "(a)-(c) encoding", lambda: encode_rows(
+            rep, texts[: args.encode_passages or None], device, args))
         if not args.skip_build:
-            parts["build"] = build_rows(rep, root, device, env)
-            if parts["build"]["rc"] == 0:
-                parts["eval"] = eval_rows(rep, root, device, args.questions, env, work)
+            if "process_pool_error" in parts["encode"]:  # the build and eval fall back as (a) did
+                env["HIERA_TOKENIZE_KIND"] = "thread"
+            parts["build"] = _guarded(rep, "(d) build", lambda: build_rows(rep, root, device, env))
+            if parts["build"].get("rc") == 0:
+                parts["eval"] = _guarded(rep, "(e) eval", lambda: eval_rows(rep, root, device, args.questions, env,
+                                                                             work))
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

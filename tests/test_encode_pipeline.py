@@ -172,6 +172,17 @@ def test_the_encoder_streams_through_its_tokenizer_workers(tmp_path: Path, refer
     assert (np.argmax(got @ reference.T, axis=1) == np.arange(len(TEXTS))).all()  # each vector in its own row
 
 
+def test_the_worker_kind_can_be_chosen_and_a_wrong_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiera.errors import BadInputError
+
+    assert Encoder(backend="torch", device="cpu", use_cache=False).tokenize_kind == "thread"
+    monkeypatch.setenv("HIERA_TOKENIZE_KIND", "process")
+    assert Encoder(backend="torch", device="cpu", use_cache=False).tokenize_kind == "process"
+    monkeypatch.setenv("HIERA_TOKENIZE_KIND", "fibers")
+    with pytest.raises(BadInputError, match="unknown tokenizer worker kind 'fibers'"):
+        Encoder(backend="torch", device="cpu", use_cache=False)
+
+
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device: GPU tests run on a lent GPU machine only")
 def test_cuda_stream_equals_the_cpu_order_and_vectors(enc: Encoder, reference: np.ndarray, tmp_path: Path) -> None:
     gpu = Encoder(backend="torch", device="cuda", cache_dir=tmp_path, batch_size=3, tokenize_workers=2)

@@ -252,7 +252,8 @@ class Encoder:
         ranks as on the CPU); ``float16`` is the documents' precision.
         ``tokenize_workers`` / ``tokenize_kind``: the streaming path's
         tokenizers (:class:`hiera.backends.TokenizerPool`); default
-        :func:`default_tokenize_workers` workers, processes on a GPU and threads on a CPU.
+        :func:`default_tokenize_workers` workers, processes on a GPU and threads on a CPU
+        (``$HIERA_TOKENIZE_KIND``: ``thread`` or ``process`` everywhere).
         """
         self.backend, self.device = pick_device(backend, device)
         self.precision = precision or ("float16" if self.device == "cuda" else "float32")
@@ -268,7 +269,10 @@ class Encoder:
         self.fingerprint = model_fingerprint(self.path)
         self.batch_size = batch_size or (CUDA_BATCH if self.device == "cuda" else CPU_BATCH)
         self.tokenize_workers = tokenize_workers or default_tokenize_workers(self.device)
-        self.tokenize_kind = tokenize_kind or ("process" if self.device == "cuda" else "thread")
+        self.tokenize_kind = (tokenize_kind or os.environ.get("HIERA_TOKENIZE_KIND", "").strip()
+                              or ("process" if self.device == "cuda" else "thread"))
+        if self.tokenize_kind not in ("thread", "process"):
+            raise BadInputError(f"unknown tokenizer worker kind {self.tokenize_kind!r}; choose thread or process")
         self._pool: Any = None  # the streaming path's TokenizerPool, made on first use, kept for the next calls
         self._half: Any = None  # the float16 copy documents run through (precision float16)
         # A Hugging Face fast tokenizer raises "Already borrowed" when two
