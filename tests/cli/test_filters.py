@@ -62,3 +62,16 @@ def test_stats_lists_the_filter_fields(shared_root: Path, capsys: pytest.Capture
     rc, out, _ = run_cli(capsys, "stats", str(shared_root), "--json")
     fields = {f["field"]: f for f in json.loads(out)["filter_fields"]}
     assert rc == 0 and fields["categories"]["type"] == "list" and fields["section"]["level"] == "passage"
+
+
+def test_answer_reads_only_allowed_passages(squad_tiny: tuple[Path, Path], tiny_reader: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    root, qfile = squad_tiny
+    col = open_collection(root)
+    last = list(col.iter_docs())[-1].id
+    owner = {p.id: p.doc_id for _, p in col.iter_passages()}
+    q = next(q for q in load_squad(qfile, rules=col.store.rules) if {owner[g] for g in q.gold_passages} == {last})
+    rc, out, _ = run_cli(capsys, "answer", str(root), q.text, "--reader", str(tiny_reader), "-r", "bm25", "-k", "3",
+                         "--json", "--filter", f"id = '{last}'")
+    body = json.loads(out)
+    assert rc == 0 and body["passages"] and {p["doc_id"] for p in body["passages"]} == {last}

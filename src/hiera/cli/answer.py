@@ -36,7 +36,8 @@ def cmd_answer(args: argparse.Namespace) -> int:
         retriever = RerankRetriever(retriever, Reranker(args.rerank, device=placement.device),
                                     depth=max(args.rerank_depth, args.k))
     sep = col.store.title_sep
-    out = answer(retriever, reader, args.query, k=args.k, search_params=search_params[args.retriever],
+    out = answer(retriever, reader, args.query, k=args.k, search_params={**search_params[args.retriever],
+                                                                  **({"filter": args.filter} if args.filter else {})},
                  read_params=read_params, sep=sep)
     if args.json:
         print(json.dumps(out.to_dict(), indent=2, ensure_ascii=False))
@@ -74,6 +75,8 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--reader", required=True, help="reader directory (from `hiera train-reader`)")
     sp.add_argument("--retriever", "-r", default="dhr", choices=method_names())
     sp.add_argument("--k", "-k", type=int, default=10, help=f"passages retrieved and read (1 to {MAX_K})")
+    sp.add_argument("--filter", default=None, metavar="EXPR",
+                    help="retrieve only what EXPR allows (docs/FILTERS.md)")
     add_set_option(sp, "a retriever or reader parameter, e.g. lam=0.5 or max_answer_tokens=20")
     sp.add_argument("--rerank", default=None, help="cross-encoder directory: rerank before reading")
     sp.add_argument("--rerank-depth", type=int, default=20)
