@@ -69,8 +69,9 @@ class DocLists(NamedTuple):
     """Each query's chosen documents, best first, and their document-stage scores.
 
     Lists of 1-D numpy arrays (one per query), or, from a document stage that
-    ran on a torch device, two (queries × documents) tensors there, positions
-    padded with -1.
+    ran on a torch device, two (queries × documents) tensors there: a dense
+    index search's top ``k``, every row full (a position of -1 is read as no
+    document, but the result's document count is the row's width).
     """
 
     positions: Any
@@ -233,7 +234,9 @@ class TorchPassageStage:
         self.matrix = matrix  # (passages × d) tensor on ``device``: float16 on a GPU, float32 on a CPU
         self.device = device
         self.offsets_host = np.asarray(offsets, dtype=np.int64)
-        self.offsets = torch.from_numpy(self.offsets_host).to(device)
+        # per document (first passage, passage count), and a last row (0, 0) that a padding index -1 reads
+        spans = np.stack([self.offsets_host[:-1], np.diff(self.offsets_host)], axis=1)
+        self.spans = torch.from_numpy(np.concatenate([spans, np.zeros((1, 2), np.int64)])).to(device)
         self.bm25_at = bm25_at
         n_docs = max(1, len(self.offsets_host) - 1)
         self.mean_len = float(self.offsets_host[-1]) / n_docs
@@ -268,14 +271,16 @@ class TorchPassageStage:
             bm25 = self._bm25(texts, docs, cap, allowed) if spec.bm25 else None
             while True:
                 host = self._packed(q, pos, sc, bm25, cap, spec, mask)
-                most = int(host[:, 0, 3].max(initial=0)) if host.shape[1] else 0
+                most = int(host[:, 0, 5 if spec.dense and spec.bm25 else 3].max(initial=0)) if host.shape[1] else 0
                 if most <= cap:
                     break
                 cap = _pow2(most)  # overflow: room for this batch and the next ones like it
                 self._capacity[nd] = max(cap, self._capacity.get(nd, 0))
                 if bm25 is not None:
                     bm25 = self._bm25(texts, docs, cap, allowed)
-        return [_unpack(host[b], spec) for b in range(nq)]
+        # a device list is a dense index search's top k: every row full
+        documents = [len(d) for d in docs.positions] if isinstance(docs.positions, list | tuple) else [nd] * nq
+        return [_unpack(host[b], spec, documents[b]) for b in range(nq)]
 
     def _packed(self, q: Any, docs: Any, doc_scores: Any, bm25: Any, cap: int, spec: PassageSpec,
                 mask: Any = None) -> np.ndarray:
@@ -360,20 +365,19 @@ class TorchPassageStage:
         """Gather, score, fuse, cut and pack a batch on the device: the same operations whatever its size.
 
         ``mask``: the allowed passages (a boolean tensor over all of them); the others leave the grid's valid
-        slots, so they are neither returned nor ranked."""
+        slots, so they are neither returned nor ranked. Packed per query and hit (see :func:`_unpack`): the
+        integer columns, then the float32 columns viewed as int64 pairs, each block gathered once.
+        """
         torch = self._torch
         nq, nd = docs.shape
-        valid_doc = docs >= 0
-        d = docs.clamp(min=0)
-        starts = self.offsets[d]
-        counts = (self.offsets[d + 1] - starts) * valid_doc
+        span = self.spans[docs]  # (queries × documents × 2): first passage, passage count; padding (-1) → (0, 0)
+        starts, counts = span[:, :, 0], span[:, :, 1]
         ends = counts.cumsum(1)  # where each document's passages end among the query's candidates
         totals = ends[:, -1:]
         slot = self._slots(nq, cap)
         which = torch.searchsorted(ends, slot, right=True).clamp_(max=nd - 1)  # the document of each slot
         valid = slot < totals
-        pos = (starts - (ends - counts)).gather(1, which) + slot
-        pos = torch.where(valid, pos, 0)
+        pos = torch.where(valid, (starts - (ends - counts)).gather(1, which) + slot, 0)
         kept = totals
         if mask is not None:
             valid = valid & mask[pos]
@@ -384,54 +388,55 @@ class TorchPassageStage:
             dense = torch.bmm(rows.float(), q.float()[:, :, None])[:, :, 0]
         stage = passage_score(dense, bm25, spec.passage_alpha)
         doc = doc_scores.gather(1, which)
-        final = dhr_score(stage, doc, spec.lam)
-        final = torch.where(valid, final, float("-inf"))
+        final = torch.where(valid, dhr_score(stage, doc, spec.lam), float("-inf"))
         if spec.k is None:
             sel = slot
         else:
             sel = torch.sort(final, dim=1, descending=True, stable=True)[1][:, : min(int(spec.k), cap)]
-        # two blocks, one transfer: integers (int64) and scores (float32, viewed as int64 pairs)
         ones = self._slots(nq, cap, 1)
-        ints = [pos.gather(1, sel), which.gather(1, sel), _ranks(torch.where(valid, stage, float("-inf")), sel, ones),
-                totals.expand(sel.shape), valid_doc.sum(1, keepdim=True).expand(sel.shape)]
-        floats = [final.gather(1, sel), doc.gather(1, sel), stage.gather(1, sel)]
+        ints = [pos, which, _ranks(torch.where(valid, stage, float("-inf")), ones)]
+        floats = [final, doc, stage]
         if dense is not None and bm25 is not None:
             for part in (dense, bm25):
-                ints.append(_ranks(torch.where(valid, part, float("-inf")), sel, ones))
-                floats.append(part.gather(1, sel))
-        ints.append(kept.expand(sel.shape))  # the candidates left (all of them without a filter)
+                ints.append(_ranks(torch.where(valid, part, float("-inf")), ones))
+                floats.append(part)
+        ints += [totals.expand(nq, cap), kept.expand(nq, cap)]  # per query: candidates, and those a filter kept
         if len(floats) % 2:
             floats.append(floats[-1])
-        block = torch.stack(floats, dim=2).float().contiguous().view(torch.int64)
-        return torch.cat([torch.stack(ints, dim=2), block], dim=2)
+        ints_sel = torch.stack(ints, dim=2).gather(1, sel[:, :, None].expand(-1, -1, len(ints)))
+        floats_sel = torch.stack(floats, dim=2).gather(1, sel[:, :, None].expand(-1, -1, len(floats)))
+        return torch.cat([ints_sel, floats_sel.float().contiguous().view(torch.int64)], dim=2)
 
 
-def _ranks(scores: Any, sel: Any, ones: Any) -> Any:
-    """1-based stable rank, within its row, of each selected score: one stable sort of the row, scattered to ranks
-    (``ranks_of`` for a grid). ``ones``: the grid's slot numbers + 1."""
+def _ranks(scores: Any, ones: Any) -> Any:
+    """1-based stable rank of every score within its row (``ranks_of`` for a grid): one stable sort, scattered.
+    ``ones``: the grid's slot numbers + 1."""
     import torch
 
     order = torch.sort(scores, dim=1, descending=True, stable=True)[1]
-    return torch.empty_like(order).scatter_(1, order, ones).gather(1, sel)
+    return torch.empty_like(order).scatter_(1, order, ones)
 
 
-def _unpack(rows: np.ndarray, spec: PassageSpec) -> StageResult:
-    """One query's rows of the packed grid (see ``_grid``) → a :class:`StageResult`."""
+def _unpack(rows: np.ndarray, spec: PassageSpec, documents: int) -> StageResult:
+    """One query's rows of the packed grid (see ``_grid``) → a :class:`StageResult`.
+
+    Integer columns: position, document index, passage rank, [dense rank, BM25 rank when mixed], candidates,
+    candidates kept by a filter; then the float32 columns final, document, passage, [dense, BM25] in pairs.
+    """
     mixed = spec.dense and spec.bm25
-    n_int = 8 if mixed else 6
-    total = int(rows[0, n_int - 1]) if len(rows) else 0  # candidates kept (column 3: before a filter)
-    documents = int(rows[0, 4]) if len(rows) else 0
-    rows = rows[: min(len(rows), total)]
+    n_int = 7 if mixed else 5
+    kept = int(rows[0, n_int - 1]) if len(rows) else 0
+    rows = rows[: min(len(rows), kept)]
     ints = rows[:, :n_int]
     floats = np.ascontiguousarray(rows[:, n_int:]).view(np.float32)
     return StageResult(
         positions=ints[:, 0].copy(), scores=floats[:, 0].copy(), doc_index=ints[:, 1].copy(),
         doc_score=floats[:, 1].copy(), passage=floats[:, 2].copy(), passage_rank=ints[:, 2].copy(),
-        dense=floats[:, 3].copy() if mixed else None, dense_rank=ints[:, 5].copy() if mixed else None,
-        bm25=floats[:, 4].copy() if mixed else None, bm25_rank=ints[:, 6].copy() if mixed else None,
-        candidates=total, documents=documents,
+        dense=floats[:, 3].copy() if mixed else None, dense_rank=ints[:, 3].copy() if mixed else None,
+        bm25=floats[:, 4].copy() if mixed else None, bm25_rank=ints[:, 4].copy() if mixed else None,
+        candidates=kept, documents=documents,
     )
 
 
 def _empty(spec: PassageSpec) -> StageResult:
-    return _unpack(np.zeros((0, 11 if spec.dense and spec.bm25 else 8), dtype=np.int64), spec)
+    return _unpack(np.zeros((0, 10 if spec.dense and spec.bm25 else 7), dtype=np.int64), spec, 0)
