@@ -285,3 +285,19 @@ def test_search_decomposer_url_flag(sample: tuple[Path, list[dict]], capsys: pyt
     # another method has no decomposer: a one-line error
     assert main(["search", str(sample[0]), q, "-r", "bm25", "--decomposer-url", "http://127.0.0.1:9/v1"]) == 2  # bad input
     assert "decomposer" in capsys.readouterr().err
+
+
+def test_a_filter_drops_linked_documents_before_the_coarse_filter(hotpot_col: Collection,
+                                                                  sample: tuple[Path, list[dict]]) -> None:
+    q = sample[1][2]["text"]
+    r = get_retriever("linking", hotpot_col)
+    plain = r.search(q, k=10)
+    first = plain.hits[0].doc_id
+    assert [h.passage_id for h in r.search(q, k=10, filter="not id = nothing")] == [h.passage_id for h in plain]
+    res = r.search(q, k=10, filter=f"not id = '{first}'")
+    assert res.hits and first not in {h.doc_id for h in res}
+    links = step(res, "filter-links")
+    assert links["allowed"] == links["linked"] - 1 == step(res, "coarse-filter")["documents"]
+    dhr = get_retriever("dhr", hotpot_col).search(q, k=5, doc_stage="linked", top_docs=100, filter=f"not id = '{first}'")
+    assert dhr.hits and first not in {h.doc_id for h in dhr}
+    assert max(h.stages["doc"].score for h in dhr) == pytest.approx(1.0)  # divided by the best allowed link

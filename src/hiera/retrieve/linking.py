@@ -74,18 +74,28 @@ class LinkedStage(DocStage):
     """
 
     name = "linked"
-    filters = False  # the linking pipeline does not search by position, so it cannot honour a filter yet
     vectors = frozenset({"qd"})
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The linked documents, best first; with a filter, only the allowed ones, divided by the best of them."""
         res = linker_for(col).link(q.text, qd=q.qd if q.has(DOC) else None)
-        return res.docs[:k], res.scores[:k]
+        docs, scores = _allowed_links(res.docs, res.scores, q)
+        return docs[:k], scores[:k]
+
+
+def _allowed_links(docs: np.ndarray, scores: np.ndarray, q: Query) -> tuple[np.ndarray, np.ndarray]:
+    """The linked documents a filter allows (all without one), their scores divided by the best allowed one's."""
+    if q.filter is None:
+        return docs, scores
+    keep = q.filter.docs[np.asarray(docs, dtype=np.int64)]
+    return docs[keep], by_max(np.asarray(scores, dtype=np.float32)[keep])
 
 
 class LinkingRetriever(BaseRetriever):
     """Linked documents → BM25 coarse filter → cross-encoder (module docstring)."""
 
     name = "linking"
+    filters = True  # linked documents outside the filter are dropped before the coarse filter
 
     def reranker(self, path: str | None) -> Any:
         """The :class:`~hiera.crossencoder.Reranker` at ``path`` (loaded once per retriever), or None."""
@@ -103,22 +113,27 @@ class LinkingRetriever(BaseRetriever):
         reranker = self.reranker(params.get("reranker"))  # a bad directory fails before any work
         linked = linker_for(col).link(query, LinkSettings.from_params(params), q.qd if q.has(DOC) else None)
         trace.extend(linked.steps())
-        if len(linked.docs) == 0:
+        ldocs, lscores = _allowed_links(linked.docs, linked.scores, q)
+        if q.filter is not None:
+            trace.append(TraceStep("filter-links", {"linked": len(linked.docs), "allowed": len(ldocs)}))
+        if len(ldocs) == 0:
             trace.append(TraceStep("coarse-filter", {"passages": 0, "kept": 0, "note": "no linked documents: nothing to rank"}))
             return []
-        link_rank = {int(d): i + 1 for i, d in enumerate(linked.docs)}
-        link_score = {int(d): float(s) for d, s in zip(linked.docs, linked.scores, strict=True)}
+        link_rank = {int(d): i + 1 for i, d in enumerate(ldocs)}
+        link_score = {int(d): float(s) for d, s in zip(ldocs, lscores, strict=True)}
         w = float(params["link_weight"])
         with timed(trace, "coarse-filter", coarse_depth=params["coarse_depth"]) as step:
-            starts, ends = col.doc_offsets[linked.docs], col.doc_offsets[linked.docs + 1]
+            starts, ends = col.doc_offsets[ldocs], col.doc_offsets[ldocs + 1]
             cand = concat_ranges(starts, ends)
+            if q.filter is not None:
+                cand = cand[q.filter.passages[cand]]
             bm25 = col.bm25_passages.scores_at(query, cand)
             sel, bsc = topk(bm25, params["coarse_depth"])
             pos = cand[sel]
             lsc = np.array([link_score[int(d)] for d in col.passage_doc[pos]], np.float32)
             coarse = mix(lsc, by_max(bsc), w).astype(np.float32)
             corder = np.argsort(-coarse, kind="stable")
-            step.detail.update(documents=len(linked.docs), passages=len(cand), kept=len(pos), scorer="BM25 of the question",
+            step.detail.update(documents=len(ldocs), passages=len(cand), kept=len(pos), scorer="BM25 of the question",
                                order=f"(1 - {w:g}) * BM25/max + {w:g} * link score" if w > 0 else "BM25")
         cols = {"pos": pos[corder], "bsc": bsc[corder], "bm25_rank": ranks_of(bsc)[corder], "coarse": coarse[corder],
                 "coarse_rank": np.arange(1, len(pos) + 1)}
