@@ -29,45 +29,46 @@ def _brute(vecs: np.ndarray, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndar
 
 
 @pytest.mark.parametrize("share", [0.01, 0.1, 0.5])
-@pytest.mark.parametrize("strategy", ["prefilter-exact", "oversample", "selector"])
+@pytest.mark.parametrize("strategy", ["prefilter-exact", "oversample", "deepened", "fallback"])
 def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, share: float, strategy: str) -> None:
-    """Each way gives the brute-force top k; ``selector``: the oversampled search comes back short (at a depth of
-    17 for k = 20) and FAISS's selector search answers."""
+    """Each way gives the brute-force top k; ``deepened``: the oversampled search comes back short (at a depth of
+    17 for k = 20) and searches again deeper; ``fallback``: still short, a flat index scans the allowed rows."""
     vecs = _vectors()
     index = build_faiss(vecs, "Flat")
     allowed = _allowed(len(vecs), share)
     monkeypatch.setattr(masked, "PREFILTER_ROWS", 10**9 if strategy == "prefilter-exact" else 0)
     monkeypatch.setattr(masked, "PREFILTER_SHARE", 1.0)
-    if strategy == "selector":
+    if strategy in ("deepened", "fallback"):
         monkeypatch.setattr(masked, "OVERSAMPLE", 1e-6)
-        calls = []
-        real = masked._params
-        monkeypatch.setattr(masked, "_params", lambda *a: calls.append(a) or real(*a))
+    if strategy == "fallback":
+        monkeypatch.setattr(masked, "DEEPEN_TRIES", 0)
     assert masked.vector_strategy(index, allowed, "passage") == ("prefilter-exact" if strategy == "prefilter-exact"
                                                                  else "oversample")
     q = vecs[:8].astype(np.float32) + 0.05
     ids, _ = masked.vector_search(index, lambda: vecs, q, 20, allowed, "passage")
     assert np.array_equal(ids, _brute(vecs, q, allowed.passages, 20))
-    if strategy == "selector":
-        assert calls
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5])
-@pytest.mark.parametrize("oversample", [masked.OVERSAMPLE, 1e-6])
-def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float,
-                                               oversample: float) -> None:
+@pytest.mark.parametrize("selector", [False, True])
+def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float, selector: bool) -> None:
     """Oversampled, or (too few allowed rows among them) the selector's filtered graph search: recall@20 ≥ 0.95."""
     vecs = _vectors()
     index = build_faiss(vecs, "HNSW32")
     allowed = _allowed(len(vecs), share)
     monkeypatch.setattr(masked, "PREFILTER_ROWS", 0)
-    monkeypatch.setattr(masked, "OVERSAMPLE", oversample)
+    if selector:
+        monkeypatch.setattr(masked, "DEEPEN_TRIES", 0)
+        calls = []
+        real = masked._params
+        monkeypatch.setattr(masked, "_params", lambda *a: calls.append(a) or real(*a))
     q = np.random.default_rng(5).standard_normal((20, vecs.shape[1])).astype(np.float32)
     ids, _ = masked.vector_search(index, lambda: vecs, q, 20, allowed, "passage")
     assert allowed.passages[ids[ids >= 0]].all()
     want = _brute(vecs, q, allowed.passages, 20)
     recall = np.mean([len(set(a) & set(b)) / 20 for a, b in zip(ids, want, strict=True)])
     assert recall >= 0.95
+    assert not selector or calls
 
 
 def test_the_device_mask_pads_past_the_allowed_rows() -> None:

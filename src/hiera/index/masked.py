@@ -20,11 +20,13 @@ picks the cheapest way to do so:
     rows of a ranking are the top k of the allowed rows, so whenever k of them
     come back the result is the filtered search's (exact on Flat; as
     approximate as the unfiltered search on HNSW / IVF);
-  - when fewer come back, FAISS's search with an ID selector
-    (``SearchParameters(sel=IDSelectorBitmap)``: Flat scans only allowed
-    rows; an HNSW graph search skips disallowed nodes in its results, with
-    ``efSearch`` raised by the inverse of the allowed share, up to
-    :data:`MAX_EF`; IVF keeps its ``nprobe``).
+  - a query left short (its allowed rows cluster far down its ranking)
+    searches again :data:`DEEPEN` times deeper; still short, an HNSW or IVF
+    index searches with an ID selector (``SearchParameters(sel=IDSelectorBitmap)``:
+    the graph search skips disallowed nodes in its results, with ``efSearch``
+    raised by the inverse of the allowed share, up to :data:`MAX_EF`; IVF
+    keeps its ``nprobe``), and a Flat index scans the allowed rows (FAISS's
+    selector makes a Flat scan go row by row: 7× an unfiltered search there).
 
   On the pooled corpus (26k passages, Flat; ``bench/filters.py``) scanning
   the allowed rows stopped paying at about a quarter of them: at 10 % it cost
@@ -47,6 +49,7 @@ BM25_ROWS_SHARE = 0.05  # allowed share of an index at or below which BM25 score
 PREFILTER_ROWS = 20_000  # allowed rows at most, and
 PREFILTER_SHARE = 0.2  # allowed share at most, for which a FAISS index is bypassed for an exact scan of just them
 OVERSAMPLE = 2.0  # a larger allowed share: the index searched this many times k / share deep, allowed rows kept
+DEEPEN, DEEPEN_TRIES = 8, 2  # a query left short searches again this many times deeper, at most this many times
 MAX_EF = 1024  # the largest efSearch a filtered HNSW search raises to
 
 
@@ -89,35 +92,64 @@ def vector_search(
     if strategy == "device-mask":
         return _torch_search(index, q, k, allowed, level)
     if strategy == "prefilter-exact":
-        rows = np.asarray(matrix()[positions], dtype=np.float32)
-        scores = q @ rows.T
-        ids = np.full((len(q), k), -1, dtype=np.int64)
-        out = np.zeros((len(q), k), dtype=np.float32)
-        for i, s in enumerate(scores):
-            idx, vals = topk(s, k)
-            ids[i, : len(idx)], out[i, : len(idx)] = positions[idx], vals
-        return ids, out
+        return _prefilter(matrix, q, k, positions)
     mask = allowed.level(level)
     share = len(positions) / max(1, index.ntotal)
-    depth = min(index.ntotal, int(np.ceil(k / share * OVERSAMPLE)) + 16)
-    scores, ids = index.search(q, depth)
-    ok = (ids >= 0) & mask[np.maximum(ids, 0)]
-    if depth < index.ntotal and (ok.sum(axis=1) < k).any():  # too few allowed among them: the selector's search
-        scores, ids = index.search(q, k, params=_params(index, allowed, level, k))
-        return ids, scores
     out_ids = np.full((len(q), k), -1, dtype=np.int64)
     out_sc = np.zeros((len(q), k), dtype=np.float32)
-    for i in range(len(q)):
-        row = np.flatnonzero(ok[i])[:k]
-        out_ids[i, : len(row)], out_sc[i, : len(row)] = ids[i, row], scores[i, row]
+    todo = np.arange(len(q))
+    depth = min(index.ntotal, int(np.ceil(k / share * OVERSAMPLE)) + 16)
+    for _ in range(DEEPEN_TRIES):
+        scores, ids = index.search(q[todo], depth)
+        ok = (ids >= 0) & mask[np.maximum(ids, 0)]
+        short = []
+        for j, i in enumerate(todo):
+            row = np.flatnonzero(ok[j])[:k]
+            if len(row) < k and depth < index.ntotal:
+                short.append(i)
+                continue
+            out_ids[i, : len(row)], out_sc[i, : len(row)] = ids[j, row], scores[j, row]
+        todo = np.asarray(short, dtype=np.int64)
+        if len(todo) == 0:
+            return out_ids, out_sc
+        depth = min(index.ntotal, depth * DEEPEN)
+    # still short (allowed rows far down these queries' rankings): a graph index searches with the selector,
+    # a flat one scans the allowed rows (FAISS's selector makes a flat scan row by row, several times slower)
+    real = _downcast(index)
+    if hasattr(real, "hnsw") or hasattr(real, "nprobe"):
+        scores, ids = index.search(q[todo], k, params=_params(index, allowed, level, k))
+    else:
+        ids, scores = _prefilter(matrix, q[todo], k, positions)
+    out_ids[todo], out_sc[todo] = ids, scores
     return out_ids, out_sc
+
+
+def _prefilter(matrix: Callable[[], Any], q: np.ndarray, k: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` of the rows at ``positions`` of the stored vectors (FAISS's ``(ids, scores)`` shape)."""
+    rows = np.asarray(matrix()[positions], dtype=np.float32)
+    scores = q @ rows.T
+    ids = np.full((len(q), k), -1, dtype=np.int64)
+    out = np.zeros((len(q), k), dtype=np.float32)
+    for i, s in enumerate(scores):
+        idx, vals = topk(s, k)
+        ids[i, : len(idx)], out[i, : len(idx)] = positions[idx], vals
+    return ids, out
+
+
+def _downcast(index: Any) -> Any:
+    import faiss
+
+    try:
+        return faiss.downcast_index(index)
+    except Exception:  # noqa: BLE001 - not a FAISS index (a stand-in shaped like one): no graph, no lists
+        return index
 
 
 def _params(index: Any, allowed: Allowed, level: str, k: int) -> Any:
     import faiss
 
     sel = allowed._derive(("faiss-selector", level), lambda: _selector(allowed.level(level)))[0]
-    real = faiss.downcast_index(index)
+    real = _downcast(index)
     if hasattr(real, "hnsw"):
         share = max(len(allowed.positions(level)) / max(1, index.ntotal), 1e-9)
         ef = int(min(MAX_EF, max(real.hnsw.efSearch, k, real.hnsw.efSearch / share)))
