@@ -204,5 +204,3 @@ def test_a_filter_matching_nothing_is_an_empty_list_with_a_note(wcol: Collection
 def test_methods_that_cannot_filter_refuse(wcol: Collection) -> None:
     with pytest.raises(BadInputError, match="fetchhr cannot search with a filter"):
         get_retriever("fetchhr", wcol).search("a question", 5, filter="year > 2000")
-    with pytest.raises(BadInputError, match="sets cannot search with a filter"):
-        get_retriever("sets", wcol).search("films or novels", 5, filter="year > 2000")

@@ -98,7 +98,7 @@ class BaseRetriever:
             return None
         if not self.filters:
             raise BadInputError(f"{self.name} cannot search with a filter yet (filters work with bm25, bm25-doc, "
-                                "dense, hybrid, dhr, dhr-parallel, bm25-dhr and linking)")
+                                "dense, hybrid, dhr, dhr-parallel, bm25-dhr, linking and sets)")
         if self.col.manifest.shards:
             raise BadInputError("filters are not supported on a sharded build yet")
         return compile_filter(self.col, expr)

@@ -86,6 +86,7 @@ class SetsRetriever(BaseRetriever):
     """
 
     name = "sets"
+    filters = True  # every constraint's candidates come from the allowed documents, so every set lies inside it
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         super().__init__(collection, **defaults)
@@ -121,7 +122,7 @@ class SetsRetriever(BaseRetriever):
         else:
             detail.update(notes=["decompose=false: the whole query is classified as one constraint"], fallback=False)
         trace.append(TraceStep("parse", detail, prep.parse_ms))
-        plan = self.planner.plan(query, params, prep)
+        plan = self.planner.plan(query, params, prep, q.filter)
         trace.append(TraceStep("candidates", {"per_constraint": plan.candidates, "candidates": params["candidates"],
                                               "pool": len(plan.pool)}, plan.timings["candidates"]))
         thresholds, source = self.planner.thresholds(params)

@@ -22,7 +22,8 @@ import numpy as np
 from hiera.collection import Collection
 from hiera.errors import HieraError
 from hiera.fusion import Ranked, by_max, rrf
-from hiera.query import text_query
+from hiera.index.masked import bm25_top
+from hiera.query import Allowed, text_query
 from hiera.score.docstage import stage
 from hiera.sets.classifier import ROLES, SetClassifier, document_input
 from hiera.sets.expr import And, Atom, Diff, Expr, Or, SetResult, atoms, evaluate_trace, soft_scores
@@ -276,16 +277,23 @@ class SetPlanner:
         return [Prepared(p, e, vecs, encode_ms, parse_ms) for p, e in zip(parsed, exprs, strict=True)]
 
     # -- the plan: everything before thresholds -----------------------------------------
-    def _retrieve(self, text: str, n: int, prep: Prepared) -> tuple[list[int], dict[str, int], np.ndarray]:
-        """Candidate positions of one constraint (BM25 ∪ dense), the counts, and their RRF score / best."""
+    def _retrieve(self, text: str, n: int, prep: Prepared,
+                  allowed: Allowed | None = None) -> tuple[list[int], dict[str, int], np.ndarray]:
+        """Candidate positions of one constraint (BM25 ∪ dense), the counts, and their RRF score / best; with a
+        filter (``allowed``), of the allowed documents only, so every set the algebra forms lies inside it."""
         col = self.col
         n = min(n, col.n_docs)
-        bpos, bsc = col.bm25_docs.search(text, n)
+        if allowed is None:
+            bpos, bsc = col.bm25_docs.search(text, n)
+        else:
+            bpos, bsc = bm25_top(col.bm25_docs, text, n, allowed, "doc")
         lists = [Ranked(np.asarray(bpos, dtype=np.int64), np.asarray(bsc, dtype=np.float32))]
         counts = {"bm25": len(bpos), "dense": 0}
         vec = prep.vectors.get(text)
         if vec is not None:
-            dpos, dsc = stage("passage-max").top(col, text_query(text, qp=vec), n)  # a document scores as its best passage
+            q = text_query(text, qp=vec)
+            q.batch.filter = allowed
+            dpos, dsc = stage("passage-max").top(col, q, n)  # a document scores as its best passage
             lists.append(Ranked(dpos, dsc))
             counts["dense"] = len(dpos)
         aligned, fused = rrf(lists)
@@ -294,8 +302,8 @@ class SetPlanner:
         order = np.argsort(-fused, kind="stable")
         return [int(x) for x in aligned.ids[order]], counts, by_max(fused[order])
 
-    def plan(self, query: str, params: dict[str, Any], prep: Prepared) -> SetPlan:
-        """Parse, retrieve and score one query (no thresholds applied)."""
+    def plan(self, query: str, params: dict[str, Any], prep: Prepared, allowed: Allowed | None = None) -> SetPlan:
+        """Parse, retrieve and score one query (no thresholds applied); ``allowed``: a search filter's masks."""
         expr: Expr = prep.expr
         decompose = params["decompose"]
         roles = roles_of(expr, decompose)
@@ -310,7 +318,7 @@ class SetPlanner:
             if role == "negative" and clf is not None:
                 counts[text] = {"bm25": 0, "dense": 0, "union": 0}
                 continue  # scored on what it is subtracted from
-            pos, c, sc = self._retrieve(text, params["candidates"], prep)
+            pos, c, sc = self._retrieve(text, params["candidates"], prep, allowed)
             rows = self.col.docs_at(pos)
             ids = [r.id for r in rows]
             titles.update({r.id: r.title for r in rows})
