@@ -398,6 +398,34 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
     return out
 
 
+def derive(search: dict[str, Any]) -> dict[str, float]:
+    """Within-run ratios of the search part (what expected.yaml records: speed is never an absolute time there)."""
+    out: dict[str, float] = {}
+    for key, v in search.items():  # agreement counts as fractions of the queries compared
+        if key.startswith("dhr identical to cpu at "):
+            out[f"DHR top 100 identical to the CPU path, fraction of 20 queries, {int(key.rsplit(' ', 1)[-1]):,} passages"] = v / 20
+        elif key.startswith("DHR with CUDA graphs equal to eager, 20 queries"):
+            out[key.replace("20 queries", "fraction of 20 queries")] = v / 20
+    sizes = sorted({int(k.rsplit(", ", 1)[-1].split()[0].replace(",", "")) for k in search
+                    if k.startswith("DHR, 1 query, ms/query")})
+    for n in sizes:
+        def get(what: str, device: str = "cuda", n: int = n) -> float | None:
+            v = search.get(f"{what}, ms/query, {n:,} passages", {})
+            return v.get(device) if isinstance(v, dict) else None
+
+        pairs = {
+            "DHR / its document stage, 1 query": (get("DHR, 1 query"), get("DHR document stage alone, 1 query")),
+            "DHR / flat exact, 1 query": (get("DHR, 1 query"), get("flat exact, 1 query")),
+            "DHR / flat exact, batch of 32": (get("DHR, batch of 32"), get("flat exact, batch of 32")),
+            "DHR batch of 32 / DHR 1 query, per query": (get("DHR, batch of 32"), get("DHR, 1 query")),
+            "DHR with CUDA graphs / without, 1 query": (get("DHR, 1 query"), get("DHR without CUDA graphs, 1 query")),
+        }
+        for label, (a, b) in pairs.items():
+            if a is not None and b:
+                out[f"{label}, {n:,} passages (cuda)"] = a / b
+    return out
+
+
 # -- a real collection: the default DHR per stage, BM25's host part apart ---------------------------------------
 def collection_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """``--collection DIR`` (a build, e.g. the one ``bench.gpu_encode --work`` made): DHR per stage on each device.
@@ -502,7 +530,18 @@ def main() -> None:
     ap.add_argument("--collection", type=Path, default=None,
                     help="a built collection: the default DHR per stage there, BM25's host part apart")
     ap.add_argument("--collection-queries", type=int, default=256)
+    ap.add_argument("--derive", type=Path, default=None,
+                    help="add the within-run ratios to an existing gpu JSON (e.g. one a lent GPU wrote) and stop")
     args = ap.parse_args()
+    if args.derive is not None:
+        import json
+
+        data = json.loads(args.derive.read_text())
+        data["parts"]["ratios"] = derive(data["parts"]["search"])
+        args.derive.write_text(json.dumps(data, indent=2))
+        for label, v in data["parts"]["ratios"].items():
+            print(f"{label}: {v:.3f}")
+        return
 
     import torch
 
@@ -515,6 +554,10 @@ def main() -> None:
         parts["encode"] = encode_rows(rep, args, devices)
     if not args.skip_search:
         parts["search"] = search_rows(rep, args, devices)
+    if "search" in parts:
+        parts["ratios"] = derive(parts["search"])
+        for label, v in parts["ratios"].items():
+            rep.add({"measure": label, "cuda": round(v, 3)}, key=f"ratio {label}")
     if args.collection is not None:
         parts["collection"] = collection_rows(rep, args, devices)
     if not args.skip_train:
