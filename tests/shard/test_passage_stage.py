@@ -23,6 +23,7 @@ from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.index.passage_stage import DocLists, PassageSpec, StageResult, TorchPassageStage
 from hiera.query import QueryBatch
+from hiera.retrieve import get_retriever
 
 QUERIES = ["volcanic eruptions and lava", "how jazz began in New Orleans", "the rules of chess", "photosynthesis"]
 SPECS = [
@@ -168,3 +169,19 @@ def test_torch_operations_per_batch_do_not_grow_with_the_batch(docs_on_device: b
         counts = {n: _torch_ops(stage, n, spec, docs_on_device) for n in (1, 8, 32)}
         assert len(set(counts.values())) == 1, counts
         assert counts[1] <= 100, counts  # a fixed, small number per batch
+
+
+def test_a_sharded_build_refuses_exact_dense_search_in_one_line(sharded3: Path, capsys: pytest.CaptureFixture) -> None:
+    """The shards search their own FAISS indexes where they run: exact search cannot be honoured, and says so."""
+    from hiera.cli.main import main
+    from hiera.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="sharded build"):
+        open_collection(sharded3, dense_search="exact")
+    rc = main(["search", str(sharded3), "volcano", "--dense-search", "exact"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--dense-search exact" in err[0], err
+    col = open_collection(sharded3)  # auto: what the shards can do, and the trace says which
+    res = get_retriever("dhr", col).search("lava")
+    answered = {s.name: s.detail for s in res.trace}["answered-by"]
+    assert answered["dense_search"] == "faiss" and answered["passage_stage"].endswith("shards")
