@@ -175,7 +175,8 @@ def test_torch_exact_path_gives_the_host_results(wcol: Collection) -> None:
                 np.testing.assert_allclose([h.score for h in x.hits], [h.score for h in y.hits], atol=1e-4)
 
 
-@pytest.mark.parametrize("method", ["bm25", "dense", "hybrid", "dhr", "dhr-parallel", "bm25-dhr", "bm25-doc"])
+@pytest.mark.parametrize("method", ["bm25", "dense", "hybrid", "dhr", "dhr-parallel", "bm25-dhr", "bm25-doc",
+                                    "fetchhr"])
 def test_every_hit_is_allowed_and_an_all_allowing_filter_changes_nothing(wcol: Collection, method: str) -> None:
     r = get_retriever(method, wcol)
     level = r.levels[0]
@@ -201,6 +202,13 @@ def test_a_filter_matching_nothing_is_an_empty_list_with_a_note(wcol: Collection
     assert "allows nothing" in next(s for s in res.trace if s.name == "filter").detail["note"]
 
 
-def test_methods_that_cannot_filter_refuse(wcol: Collection) -> None:
-    with pytest.raises(BadInputError, match="fetchhr cannot search with a filter"):
-        get_retriever("fetchhr", wcol).search("a question", 5, filter="year > 2000")
+def test_a_method_that_cannot_filter_refuses(wcol: Collection) -> None:
+    """Every registered method filters; one that declares it cannot is refused in one line, never post-filtered."""
+    from hiera.retrieve.bm25 import Bm25Retriever
+
+    class Unfiltered(Bm25Retriever):
+        filters = False
+
+    with pytest.raises(BadInputError, match="bm25 cannot search with a filter yet"):
+        Unfiltered(wcol).search("a question", 5, filter="year > 2000")
+    assert Unfiltered(wcol).search("television series", 5).hits  # without a filter it searches as ever

@@ -212,3 +212,19 @@ def _torch_search(index: TorchExactIndex, q: np.ndarray, k: int, allowed: Allowe
     with torch.inference_mode():
         s, i = torch_top(index, torch.from_numpy(q).to(index.device), k, allowed.tensor(level, index.device))
     return i.cpu().numpy(), s.cpu().numpy()
+
+
+class MaskedIndex:
+    """A FAISS index (or one shaped like it) seen through a filter: ``search`` returns allowed rows only, and
+    ``ntotal`` counts them, so code written for an index (FetchHR's layer-by-layer exclusion) runs inside the filter
+    unchanged."""
+
+    def __init__(self, index: Any, matrix: Callable[[], Any], allowed: Allowed, level: str) -> None:
+        self.index, self.matrix, self.allowed, self.level = index, matrix, allowed, level
+        self.ntotal = len(allowed.positions(level))
+        self.d = index.d
+
+    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's ``(scores, ids)``."""
+        ids, scores = vector_search(self.index, self.matrix, x, k, self.allowed, self.level)
+        return scores, ids

@@ -91,16 +91,12 @@ class BaseRetriever:
     def compile_filter(self, expr: str | Allowed | None) -> Allowed | None:
         """``expr`` checked against this collection and compiled (kept per build); ``None`` for no filter.
 
-        A method that cannot search inside a filter, or a build that cannot
-        (sharded), refuses it here, before any work.
+        A method that cannot search inside a filter refuses it here, before any work.
         """
         if expr is None or (isinstance(expr, str) and not expr.strip()):
             return None
         if not self.filters:
-            raise BadInputError(f"{self.name} cannot search with a filter yet (filters work with bm25, bm25-doc, "
-                                "dense, hybrid, dhr, dhr-parallel, bm25-dhr, linking and sets)")
-        if self.col.manifest.shards:
-            raise BadInputError("filters are not supported on a sharded build yet")
+            raise BadInputError(f"{self.name} cannot search with a filter yet")
         return compile_filter(self.col, expr)
 
     def batch_search(

@@ -50,6 +50,7 @@ from hiera.fetchhr.exclude import fetch_layers, shared_depth
 from hiera.fetchhr.layers import parse_k_per_layer, parse_layers
 from hiera.fetchhr.rank import Union, order, union
 from hiera.index.dense import faiss_search
+from hiera.index.masked import MaskedIndex
 from hiera.query import PASSAGE, Query, QueryBatch
 from hiera.results import Hit, StageScore, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
@@ -74,6 +75,7 @@ class FetchHRRetriever(BaseRetriever):
     """Layer-wise queries with exclusion; passage and document level."""
 
     name = "fetchhr"
+    filters = True  # each layer searches and excludes among the allowed passages
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         super().__init__(collection, **defaults)
@@ -124,6 +126,8 @@ class FetchHRRetriever(BaseRetriever):
                                                         float(params["last_share"]))
         active = [(n, b) for n, b in zip(layers, budgets, strict=True) if b > 0]
         index = self.col.passage_faiss
+        if q.filter is not None:  # every layer searches the allowed passages only (exclusion runs unchanged)
+            index = MaskedIndex(index, lambda: self.col.passage_vectors, q.filter, "passage")
         keys = None if level == "passage" else self.col.passage_doc
         queries = np.stack([q.vector(_layer(n)) for n, _ in active])
         depth = shared_depth([b for _, b in active], int(index.ntotal), keys is not None)

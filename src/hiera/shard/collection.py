@@ -44,6 +44,7 @@ import numpy as np
 from hiera.collection import BuildView, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.exact import Placement, resolve_placement
+from hiera.index.masked import bm25_top, vector_search
 from hiera.index.passage_stage import DocLists, HostPassageStage, PassageSpec, Scores, StageResult
 from hiera.query import QueryBatch
 from hiera.shard.fanout import FanOut, LocalFanOut
@@ -261,9 +262,13 @@ class ShardedCollection:
     def passage_lists(
         self, query: str, qp: np.ndarray, depth: int, allowed: Any = None
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """Both lists in one call per shard (a filter is refused: the shards cannot mask their part yet)."""
+        """Both lists in one call per shard; inside a filter, each list through :mod:`hiera.index.masked` over the
+        sharded BM25 and FAISS fan-outs (BM25 scores the allowed rows on their shards)."""
         if allowed is not None:
-            raise BadInputError("filters are not supported on a sharded build yet")
+            bm25 = bm25_top(self.bm25_passages, query, depth, allowed, "passage")
+            ids, sc = vector_search(self.passage_faiss, lambda: self.passage_vectors, qp, depth, allowed, "passage")
+            keep = ids[0] >= 0
+            return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
         self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
         parts, starts = answered(self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n, partial_ok=True),
