@@ -164,12 +164,17 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_train_reader(args: argparse.Namespace) -> int:
-    from hiera.train.args import ReaderArgs
+    from hiera.train.args import READER_DEVICE_DEFAULTS, ReaderArgs
     from hiera.train.reader import train_reader
 
-    rargs = ReaderArgs(
-        negatives=args.negatives, stride=args.stride, freeze_embeddings=not args.train_embeddings, **_run_fields(args)
-    )
+    given = {"negatives": args.negatives, "stride": args.stride, **_run_fields(args)}
+    if args.train_embeddings is not None:
+        given["freeze_embeddings"] = not args.train_embeddings
+    # what the device's recipe decides unless an option says otherwise
+    for name in READER_DEVICE_DEFAULTS["cpu"]:
+        if given.get(name) is None:
+            given.pop(name, None)
+    rargs = ReaderArgs.for_device(given.pop("device"), **given)
     report = train_reader(args.index, questions_of(args), args.out, rargs, log=log_unless(args.quiet))
     print(json.dumps({"model": args.out, "examples": report["examples"], "train": report["train"],
                       "seconds_total": report["seconds_total"], "peak_rss_mb": report["peak_rss_mb"]}, indent=2))
@@ -305,9 +310,13 @@ def register(add: AddCommand) -> None:
         "train the extractive reader (span + passage-selection heads) from all-MiniLM-L6-v2",
     )
     _common(sp, fmts)
-    sp.set_defaults(batch_size=16)  # ReaderArgs' default: questions per step, each with its negatives
+    # batch size, epochs, learning rate and frozen embeddings: the device's recipe unless given
+    sp.set_defaults(batch_size=None, epochs=None)
+    sp.epilog = ("defaults per device: on cpu batches of 16 questions, 1 epoch, lr 1e-4, word embeddings frozen; "
+                 "on cuda batches of 64, 3 epochs, lr 4e-4, word embeddings trained")
     sp.add_argument("--negatives", type=int, default=1, help="BM25 passages without the answer per question")
     sp.add_argument("--max-length", type=int, default=256, help="window length in tokens (question + title + passage)")
     sp.add_argument("--stride", type=int, default=64, help="tokens shared by neighbouring windows of a long passage")
-    sp.add_argument("--train-embeddings", action="store_true", help="update the word embeddings too (slower on CPU)")
+    sp.add_argument("--train-embeddings", action=argparse.BooleanOptionalAction, default=None,
+                    help="update the word embeddings too (default: on cuda, not on cpu, where it is slower)")
     sp.add_argument("--save-steps", type=int, default=50)
