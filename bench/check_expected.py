@@ -35,6 +35,8 @@ A figure row may say ``unit: ratio`` (a within-run ratio, such as one p50 over a
 way, never as absolute times) and ``device: NAME`` (the machine it was recorded on, e.g. ``nvidia-h100``; rows
 without one were recorded on the project's CPU machine, ``cpu``). A run compares only the rows of its
 ``--device`` (default ``cpu``) and the claims that read only those: a GPU figure is not re-run elsewhere.
+A row whose JSON writes percentages says ``scale: 0.01``: the JSON's value times the scale is the figure, so
+``expected:`` stays a fraction like every other row's.
 """
 
 from __future__ import annotations
@@ -131,6 +133,9 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             raise SpecError(f"figure {e.get('id', i) if isinstance(e, dict) else i}: missing {', '.join(missing)}")
         if e["id"] in seen:
             raise SpecError(f"figure {e['id']}: duplicate id")
+        scale = e.get("scale", 1)
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale <= 0:
+            raise SpecError(f"figure {e['id']}: scale must be a positive number, got {scale!r}")
         seen.add(e["id"])
     figure_ids = set(seen)
     for i, c in enumerate(claims):
@@ -238,7 +243,7 @@ def main() -> int:
     for e in entries:
         try:
             data = json.loads((REPO / e["json"]).read_text(encoding="utf-8"))
-            got = values[e["id"]] = float(lookup(data, e["path"]))
+            got = values[e["id"]] = float(lookup(data, e["path"])) * float(e.get("scale", 1))
             ok = abs(got - float(e["expected"])) <= float(e["tolerance"])
         except (OSError, KeyError, TypeError, ValueError) as err:
             got, ok = f"missing ({err.__class__.__name__})", False

@@ -49,6 +49,20 @@ def test_drift_fails(tmp_path: Path) -> None:
     assert "DRIFT" in r.stdout
 
 
+def test_a_scale_reads_a_json_of_percentages_as_fractions(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    out.write_text(json.dumps({"recipes": [{"rc_em": 57.07}]}))
+    row = {"id": "x", "command": "python -c pass", "json": str(out), "path": ["recipes", 0, "rc_em"],
+           "expected": 0.5707, "tolerance": 0.005}
+    for scale, code in ((0.01, 0), (1, 1)):  # unscaled, 57.07 is no fraction near 0.5707
+        (tmp_path / "expected.yaml").write_text(yaml.safe_dump({"figures": [{**row, "scale": scale}]}))
+        r = _run(tmp_path / "expected.yaml", "--no-run")
+        assert r.returncode == code, r.stdout + r.stderr
+    (tmp_path / "expected.yaml").write_text(yaml.safe_dump({"figures": [{**row, "scale": "percent"}]}))
+    r = _run(tmp_path / "expected.yaml", "--no-run")
+    assert r.returncode == 2 and "scale must be a positive number" in r.stderr
+
+
 def test_missing_figure_fails(tmp_path: Path) -> None:
     r = _check(tmp_path, 0.676, 0.6762, 0.005, ["results", "dense", "ndcg@10"])
     assert r.returncode == 1
