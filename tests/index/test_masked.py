@@ -29,19 +29,18 @@ def _brute(vecs: np.ndarray, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndar
 
 
 @pytest.mark.parametrize("share", [0.01, 0.1, 0.5])
-@pytest.mark.parametrize("strategy", ["prefilter-exact", "oversample", "deepened", "fallback"])
+@pytest.mark.parametrize("strategy", ["prefilter-exact", "oversample", "short"])
 def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, share: float, strategy: str) -> None:
-    """Each way gives the brute-force top k; ``deepened``: the oversampled search comes back short (at a depth of
-    17 for k = 20) and searches again deeper; ``fallback``: still short, a flat index scans the allowed rows."""
+    """Each way gives the brute-force top k; ``short``: the oversampled search comes back short (at a depth of 17
+    for k = 20) and every row is scored, the others masked."""
     vecs = _vectors()
     index = build_faiss(vecs, "Flat")
     allowed = _allowed(len(vecs), share)
     monkeypatch.setattr(masked, "PREFILTER_ROWS", 10**9 if strategy == "prefilter-exact" else 0)
     monkeypatch.setattr(masked, "PREFILTER_SHARE", 1.0)
-    if strategy in ("deepened", "fallback"):
+    if strategy == "short":
         monkeypatch.setattr(masked, "OVERSAMPLE", 1e-6)
-    if strategy == "fallback":
-        monkeypatch.setattr(masked, "DEEPEN_TRIES", 0)
+        monkeypatch.setattr(masked, "FLAT_DEPTH", 0)
     assert masked.vector_strategy(index, allowed, "passage") == ("prefilter-exact" if strategy == "prefilter-exact"
                                                                  else "oversample")
     q = vecs[:8].astype(np.float32) + 0.05
@@ -50,9 +49,13 @@ def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, s
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5])
-@pytest.mark.parametrize("selector", [False, True])
-def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float, selector: bool) -> None:
-    """Oversampled, or (too few allowed rows among them) the selector's filtered graph search: recall@20 ≥ 0.95."""
+@pytest.mark.parametrize("way", ["oversample", "deepened", "selector"])
+def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float, way: str) -> None:
+    """Oversampled, searched again deeper (the first depth too shallow), or (still too few allowed rows) the selector's
+    filtered graph search: recall@20 ≥ 0.95."""
+    selector = way == "selector"
+    if way == "deepened":
+        monkeypatch.setattr(masked, "OVERSAMPLE", 1e-6)
     vecs = _vectors()
     index = build_faiss(vecs, "HNSW32")
     allowed = _allowed(len(vecs), share)

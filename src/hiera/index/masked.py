@@ -16,12 +16,13 @@ picks the cheapest way to do so:
     *pre-filtering*, the allowed rows' stored vectors scored exactly (a small
     gather beats a scan built for everything);
   - more: *oversampling*, the index's own search at depth
-    ``k / share · OVERSAMPLE + 16``, its allowed rows kept: the first k allowed
-    rows of a ranking are the top k of the allowed rows, so whenever k of them
-    come back the result is the filtered search's (exact on Flat; as
-    approximate as the unfiltered search on HNSW / IVF);
+    ``k / share · OVERSAMPLE + 16`` (a flat index: at least :data:`FLAT_DEPTH`,
+    since its scan costs about the same at any depth), its allowed rows kept:
+    the first k allowed rows of a ranking are the top k of the allowed rows,
+    so whenever k of them come back the result is the filtered search's (exact
+    on Flat; as approximate as the unfiltered search on HNSW / IVF);
   - a query left short (its allowed rows cluster far down its ranking)
-    searches again :data:`DEEPEN` times deeper; still short, an HNSW or IVF
+    searches a graph again :data:`DEEPEN` times deeper; still short, an HNSW or IVF
     index searches with an ID selector (``SearchParameters(sel=IDSelectorBitmap)``:
     the graph search skips disallowed nodes in its results, with ``efSearch``
     raised by the inverse of the allowed share, up to :data:`MAX_EF`; IVF
@@ -50,7 +51,8 @@ BM25_ROWS_SHARE = 0.05  # allowed share of an index at or below which BM25 score
 PREFILTER_ROWS = 20_000  # allowed rows at most, and
 PREFILTER_SHARE = 0.2  # allowed share at most, for which a FAISS index is bypassed for an exact scan of just them
 OVERSAMPLE = 2.0  # a larger allowed share: the index searched this many times k / share deep, allowed rows kept
-DEEPEN, DEEPEN_TRIES = 8, 2  # a query left short searches again this many times deeper, at most this many times
+DEEPEN, DEEPEN_TRIES = 8, 2  # a query left short searches a graph again this many times deeper, this many times
+FLAT_DEPTH = 65_536  # a flat index is oversampled this deep (or to its end): 1.3x a top-10 scan on the pooled corpus
 MAX_EF = 1024  # the largest efSearch a filtered HNSW search raises to
 
 
@@ -100,7 +102,11 @@ def vector_search(
     out_sc = np.zeros((len(q), k), dtype=np.float32)
     todo = np.arange(len(q))
     depth = min(index.ntotal, int(np.ceil(k / share * OVERSAMPLE)) + 16)
-    for _ in range(DEEPEN_TRIES):
+    real = _downcast(index)
+    graph = hasattr(real, "hnsw") or hasattr(real, "nprobe")
+    if not graph:  # a flat scan costs about the same at any depth (its heap is cheap next to the scan): one, deep
+        depth = min(index.ntotal, max(depth, FLAT_DEPTH))
+    for _ in range(DEEPEN_TRIES if graph else 1):
         scores, ids = index.search(q[todo], depth)
         ok = (ids >= 0) & mask[np.maximum(ids, 0)]
         short = []
@@ -116,8 +122,7 @@ def vector_search(
         depth = min(index.ntotal, depth * DEEPEN)
     # still short (allowed rows far down these queries' rankings): a graph index searches with the selector,
     # a flat one scans the allowed rows (FAISS's selector makes a flat scan row by row, several times slower)
-    real = _downcast(index)
-    if hasattr(real, "hnsw") or hasattr(real, "nprobe"):
+    if graph:
         scores, ids = index.search(q[todo], k, params=_params(index, allowed, level, k))
     else:  # every row scored (a flat index's own float32 vectors when it has them), the others masked
         full = q[todo] @ np.asarray(_rows(index, matrix), dtype=np.float32).T
