@@ -40,7 +40,6 @@ def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, s
     monkeypatch.setattr(masked, "PREFILTER_SHARE", 1.0)
     if strategy == "short":
         monkeypatch.setattr(masked, "OVERSAMPLE", 1e-6)
-        monkeypatch.setattr(masked, "FLAT_DEPTH", 0)
     assert masked.vector_strategy(index, allowed, "passage") == ("prefilter-exact" if strategy == "prefilter-exact"
                                                                  else "oversample")
     q = vecs[:8].astype(np.float32) + 0.05

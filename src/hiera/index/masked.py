@@ -16,19 +16,19 @@ picks the cheapest way to do so:
     *pre-filtering*, the allowed rows' stored vectors scored exactly (a small
     gather beats a scan built for everything);
   - more: *oversampling*, the index's own search at depth
-    ``k / share · OVERSAMPLE + 16`` (a flat index: at least :data:`FLAT_DEPTH`,
-    since its scan costs about the same at any depth), its allowed rows kept:
-    the first k allowed rows of a ranking are the top k of the allowed rows,
-    so whenever k of them come back the result is the filtered search's (exact
-    on Flat; as approximate as the unfiltered search on HNSW / IVF);
+    ``k / share · OVERSAMPLE + 16``, its allowed rows kept: the first k
+    allowed rows of a ranking are the top k of the allowed rows, so whenever k
+    of them come back the result is the filtered search's (exact on Flat; as
+    approximate as the unfiltered search on HNSW / IVF);
   - a query left short (its allowed rows cluster far down its ranking)
     searches a graph again :data:`DEEPEN` times deeper; still short, an HNSW or IVF
     index searches with an ID selector (``SearchParameters(sel=IDSelectorBitmap)``:
     the graph search skips disallowed nodes in its results, with ``efSearch``
     raised by the inverse of the allowed share, up to :data:`MAX_EF`; IVF
     keeps its ``nprobe``), and a Flat index scores every row with numpy and
-    masks the others (FAISS's selector makes a Flat scan go row by row: 7× an
-    unfiltered search there; this costs about 1.2×).
+    masks the others (FAISS's selector makes a Flat scan go row by row, 7× an
+    unfiltered search there; this costs about 1.5×, so such a query costs
+    about 2.5× in all, where a query whose allowed rows come early costs 1×).
 
   On the pooled corpus (26k passages, Flat; ``bench/filters.py``) scanning
   the allowed rows stopped paying at about a quarter of them: at 10 % it cost
@@ -52,7 +52,6 @@ PREFILTER_ROWS = 20_000  # allowed rows at most, and
 PREFILTER_SHARE = 0.2  # allowed share at most, for which a FAISS index is bypassed for an exact scan of just them
 OVERSAMPLE = 2.0  # a larger allowed share: the index searched this many times k / share deep, allowed rows kept
 DEEPEN, DEEPEN_TRIES = 8, 2  # a query left short searches a graph again this many times deeper, this many times
-FLAT_DEPTH = 65_536  # a flat index is oversampled this deep (or to its end): 1.3x a top-10 scan on the pooled corpus
 MAX_EF = 1024  # the largest efSearch a filtered HNSW search raises to
 
 
@@ -104,9 +103,7 @@ def vector_search(
     depth = min(index.ntotal, int(np.ceil(k / share * OVERSAMPLE)) + 16)
     real = _downcast(index)
     graph = hasattr(real, "hnsw") or hasattr(real, "nprobe")
-    if not graph:  # a flat scan costs about the same at any depth (its heap is cheap next to the scan): one, deep
-        depth = min(index.ntotal, max(depth, FLAT_DEPTH))
-    for _ in range(DEEPEN_TRIES if graph else 1):
+    for _ in range(DEEPEN_TRIES if graph else 1):  # a flat index is not searched again: each search is a full scan
         scores, ids = index.search(q[todo], depth)
         ok = (ids >= 0) & mask[np.maximum(ids, 0)]
         short = []
@@ -125,7 +122,7 @@ def vector_search(
     if graph:
         scores, ids = index.search(q[todo], k, params=_params(index, allowed, level, k))
     else:  # every row scored (a flat index's own float32 vectors when it has them), the others masked
-        full = q[todo] @ np.asarray(_rows(index, matrix), dtype=np.float32).T
+        full = (np.asarray(_rows(index, matrix), dtype=np.float32) @ q[todo].T).T  # rows on the left: one gemm
         ids, scores = _prefilter(None, q[todo], k, positions, np.where(mask, full, np.float32(-np.inf)))
     out_ids[todo], out_sc[todo] = ids, scores
     return out_ids, out_sc
