@@ -501,3 +501,22 @@ def test_linking_shows_how_this_was_found(browser, server_url: str) -> None:
     # a method without a trace detail still lists its steps; a failed search leaves no stale panel behind
     assert [e for e in errors if "status of 422" not in e] == [], errors
     page.close()
+
+
+def test_a_filter_from_a_link_or_the_field(browser, server_url: str) -> None:
+    """The filter field travels in the link and to /search; a bad filter is the server's one line, shown."""
+    from urllib.parse import parse_qs, urlsplit
+
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    with page.expect_request(lambda r: "/search?" in r.url) as req_info:
+        page.goto(server_url + "?q=planets+and+bees&retriever=bm25&k=5&filter=id+%3D+honey_bee")
+    page.wait_for_selector(".doc-group")
+    assert page.input_value("#filter") == "id = honey_bee"
+    assert parse_qs(urlsplit(req_info.value.url).query)["filter"] == ["id = honey_bee"]
+    assert {h["doc_id"] for h in req_info.value.response().json()["hits"]} == {"honey_bee"}
+    page.fill("#filter", "colour = red")
+    page.click("#search-btn")
+    page.wait_for_function("document.querySelector('#error').textContent.includes('unknown field')")
+    assert "filter=colour" in page.url
+    page.close()

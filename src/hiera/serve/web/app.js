@@ -453,6 +453,7 @@
     p.set("retriever", name);
     p.set("k", $("#k").value);
     p.set("level", $("#level").value);
+    if ($("#filter").value.trim()) p.set("filter", $("#filter").value.trim());
     if (!$("#rerank-wrap").hidden && $("#rerank").checked) p.set("rerank", "true");
     if (answerMode()) p.set("answer", "true");
     // one entry per rendered parameter control, under its canonical name; an
@@ -805,7 +806,7 @@
     fillMethods(first);
     $("#rerank-wrap").hidden = !h.reranker;
     if (h.reranker) $("#rerank-wrap").title = "rescore the top hits with " + (h.reranker.name || "the server's cross-encoder");
-    for (const key of ["k", "level"]) {
+    for (const key of ["k", "level", "filter"]) {
       if (url.has(key)) $("#" + key).value = url.get(key);
     }
     syncControls(); // after level: a level the method lacks falls back to one it has
