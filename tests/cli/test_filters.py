@@ -56,6 +56,10 @@ def test_eval_counts_gold_outside_the_filter(squad_tiny: tuple[Path, Path], caps
     assert m["gold_passage_top5_gold_inside"] >= m["gold_passage_top5"]
     assert m["gold_passage_top5_gold_inside"] * (len(questions) - outside) == pytest.approx(
         m["gold_passage_top5"] * len(questions))
+    from hiera.eval.run import RetrieverRun, markdown_table
+
+    table = markdown_table({"bm25": RetrieverRun(name="bm25", metrics=m)})
+    assert f"| {outside} | 0 |" in table and "filter_gold_* count questions" in table  # counts, not percentages
 
 
 def test_stats_lists_the_filter_fields(shared_root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -206,6 +206,9 @@ def evaluate(
 
 
 # -- reports --------------------------------------------------------------
+COUNTS = {"filter_gold_outside", "filter_gold_unknown"}  # metrics that count questions (not rates)
+
+
 def markdown_table(runs: dict[str, RetrieverRun]) -> str:
     keys: list[str] = []
     for r in runs.values():
@@ -215,10 +218,12 @@ def markdown_table(runs: dict[str, RetrieverRun]) -> str:
         cells = []
         for k in keys:
             v = r.metrics.get(k)
-            cells.append("–" if v is None else (f"{v:.1f}" if k.startswith("latency") else f"{100 * v:.1f}"))
+            cells.append("–" if v is None else f"{v:.1f}" if k.startswith("latency") else
+                         f"{int(v)}" if k in COUNTS else f"{100 * v:.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Accuracies in %; latencies in ms.")
+    lines.append("Accuracies in %; latencies in ms" + ("; filter_gold_* count questions." if set(keys) & COUNTS
+                                                        else "."))
     return "\n".join(lines)
 
 
