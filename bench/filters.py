@@ -13,7 +13,11 @@ beforehand, one FAISS thread), each query without then with the filter (so
 the load of a shared machine cancels in the ratio), and reports the p50
 ratio, filtered / unfiltered.
 
-    python -m bench.filters [--queries 100] [--root bench/work/pooled]
+    python -m bench.filters [--queries 100] [--root bench/work/pooled] [--device cuda --dense-search exact]
+
+On a GPU (``--device cuda --dense-search exact``) the dense searches mask the
+exact scan on the device and DHR's passage stage masks its grid there; the
+same references check it. ``main(argv)`` returns the report (for ``bench.gpu``).
 
 Writes ``bench/out/filters_<collection directory name>.json``. Wall-clock figures: run it on a quiet machine.
 """
@@ -103,12 +107,14 @@ def _label(expr: str) -> str:
     return f"random {expr.count(',') + 1} documents" if expr.startswith("id in") else expr
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> Report:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, default=POOLED)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--methods", default=",".join(m[0] for m in METHODS))
-    args = ap.parse_args()
+    ap.add_argument("--device", default="cpu", help="where models and exact scans run (open_collection's device)")
+    ap.add_argument("--dense-search", default="faiss", choices=["auto", "faiss", "exact"])
+    args = ap.parse_args(argv)
 
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
@@ -117,12 +123,12 @@ def main() -> None:
     from hiera.retrieve import get_retriever
 
     set_threads(1)
-    col = open_collection(args.root)
+    col = open_collection(args.root, device=args.device, dense_search=args.dense_search)
     col.warmup()
     texts = [q.text for q in load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad",
                                             limit=args.queries)]
     qp = col.passage_encoder.encode_query(texts)
-    report = Report(f"filters_{args.root.name}")
+    report = Report(f"filters_{args.root.name}" + ("" if args.dense_search == "faiss" else f"_{args.device}"))
     wanted = [m for m in METHODS if m[0] in args.methods.split(",")]
     filters = _filters(col)
     compiled, compile_ms = {}, {}
@@ -173,9 +179,11 @@ def main() -> None:
                         "docs_allowed": allowed.n_docs, "passages_allowed": allowed.n_passages},
                        key=f"{label} | {_label(expr)}")
     report.print(f"{col.n_docs} documents, {col.n_passages} passages ({col.faiss_types}); {len(texts)} queries; "
-                 f"k = {K}; 1 FAISS thread; query encoding excluded; ratio = filtered p50 / unfiltered p50")
+                 f"k = {K}; 1 FAISS thread; {col.placement.device}, dense search {col.placement.dense_search}; query "
+                 "encoding excluded; ratio = filtered p50 / unfiltered p50")
     report.write(queries=len(texts), k=K, root=str(args.root), faiss=col.manifest.faiss,
-                 compile_ms=compile_ms)
+                 compile_ms=compile_ms, device=col.placement.device, dense_search=col.placement.dense_search)
+    return report
 
 
 def _positions(col: Any, passage_ids: list[str]) -> list[int]:
