@@ -73,14 +73,19 @@ def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, 
     assert not selector or calls
 
 
-def test_the_device_mask_pads_past_the_allowed_rows() -> None:
+@pytest.mark.parametrize(("share", "strategy"), [(0.01, "device-gather"), (0.5, "device-mask")])
+def test_the_torch_exact_index_inside_a_filter(share: float, strategy: str) -> None:
+    """A few allowed rows are gathered and scored alone, many are masked in the whole scan; either way exact, and k
+    is cut to what the filter allows."""
     vecs = _vectors(500)
     index = TorchExactIndex(vecs, "cpu")
-    allowed = _allowed(len(vecs), 0.01, seed=3)
+    allowed = _allowed(len(vecs), share, seed=3)
+    assert masked.vector_strategy(index, allowed, "passage") == strategy
     q = vecs[:4].astype(np.float32)
+    k = min(50, allowed.n_passages)
     ids, scores = masked.vector_search(index, lambda: vecs, q, 50, allowed, "passage")
-    assert ids.shape[1] == allowed.n_passages  # k is cut to what the filter allows
-    assert np.array_equal(ids, _brute(vecs, q, allowed.passages, allowed.n_passages))
+    assert ids.shape[1] == k
+    assert np.array_equal(ids, _brute(vecs, q, allowed.passages, k))
 
 
 class _Bm25:

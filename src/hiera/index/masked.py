@@ -71,7 +71,7 @@ def bm25_top(index: Any, query: str, k: int, allowed: Allowed, level: str) -> tu
 
 def vector_strategy(index: Any, allowed: Allowed, level: str) -> str:
     if isinstance(index, TorchExactIndex):
-        return "device-mask"
+        return "device-gather" if len(allowed.positions(level)) <= PREFILTER_SHARE * index.ntotal else "device-mask"
     n = len(allowed.positions(level))
     if n <= PREFILTER_ROWS and n <= PREFILTER_SHARE * index.ntotal:
         return "prefilter-exact"
@@ -191,12 +191,24 @@ def _selector(mask: np.ndarray) -> tuple[Any, np.ndarray]:
     return faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits)), bits
 
 
-def torch_top(index: TorchExactIndex, x: Any, k: int, mask: Any) -> tuple[Any, Any]:
-    """:meth:`TorchExactIndex.top` over the rows of a boolean device ``mask``: scores and ids (-1 past the allowed
-    rows, score 0), on the device."""
+def torch_top(index: TorchExactIndex, x: Any, k: int, allowed: Allowed, level: str) -> tuple[Any, Any]:
+    """:meth:`TorchExactIndex.top` over the allowed rows: scores and ids (-1 past the allowed rows, score 0), on the
+    device. At most :data:`PREFILTER_SHARE` of the rows: only they are gathered and scored (in float32); more: the
+    whole scan, the others masked."""
     import torch
+
     k = max(1, min(int(k), index.ntotal))
     x = x.to(device=index.device, dtype=torch.float32)
+    n = len(allowed.positions(level))
+    if n <= PREFILTER_SHARE * index.ntotal:
+        pos = allowed._derive(("positions-tensor", level, index.device),
+                              lambda: torch.from_numpy(allowed.positions(level)).to(index.device))
+        if n == 0:
+            empty = torch.zeros((len(x), 0), device=index.device)
+            return empty, empty.long()
+        s, i = torch.topk(x @ index.matrix[pos].float().T, min(k, n), dim=1, sorted=False)
+        return best_first(s, pos[i], k)
+    mask = allowed.tensor(level, index.device)
     low = index.dtype != torch.float32
     depth = min(index.ntotal, 2 * k + 64) if low else k
     scan = (x.to(index.dtype) @ index.matrix.T).float().masked_fill(~mask, float("-inf"))
@@ -212,7 +224,7 @@ def _torch_search(index: TorchExactIndex, q: np.ndarray, k: int, allowed: Allowe
     import torch
 
     with torch.inference_mode():
-        s, i = torch_top(index, torch.from_numpy(q).to(index.device), k, allowed.tensor(level, index.device))
+        s, i = torch_top(index, torch.from_numpy(q).to(index.device), k, allowed, level)
     return i.cpu().numpy(), s.cpu().numpy()
 
 

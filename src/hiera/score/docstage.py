@@ -153,8 +153,7 @@ class DocStage:
                 if batch.filter is None:
                     scores, ids = index.top(batch.tensor(vec, index.device), k)
                 else:
-                    scores, ids = torch_top(index, batch.tensor(vec, index.device), k,
-                                            batch.filter.tensor("doc", index.device))
+                    scores, ids = torch_top(index, batch.tensor(vec, index.device), k, batch.filter, "doc")
             return DocLists(ids, scores)
         found = [self.top(col, q, k) for q in batch]
         return DocLists([f[0] for f in found], [f[1] for f in found])
