@@ -486,7 +486,7 @@ def test_linking_shows_how_this_was_found(browser, server_url: str) -> None:
     assert not page.eval_on_selector("#explain", "d => d.open")  # collapsed until asked
     steps = page.eval_on_selector_all("#explain-steps > .explain-step", "ls => ls.map(l => l.dataset.step)")
     assert steps == ["encode-query", "mentions", "entity-linking", "event-linking", "decomposition",
-                     "decomposition-linking", "linked-documents", "coarse-filter", "rerank", "coverage"]
+                     "decomposition-linking", "linked-documents", "coarse-filter", "rerank", "coverage", "answered-by"]
     page.click("#explain > summary")
     page.click(".explain-step[data-step='linked-documents'] > details > summary")
     page.click(".explain-step[data-step='linked-documents'] details details > summary")  # the "linked" list
