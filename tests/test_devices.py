@@ -134,6 +134,16 @@ def test_the_placement_decides_what_runs_where(shared_root: Path) -> None:
         assert steps["passage-stage"]["backend"] == col.passage_backend
         seen[search] = [h.passage_id for h in res.hits]
     assert seen["faiss"] == seen["exact"]  # a Flat build: the two searches agree
+    # a dense document stage searched exactly hands its documents to the passage stage as device tensors
+    for stage in ("summary", "mean"):
+        hits = {}
+        for search in ("faiss", "exact"):
+            col = open_collection(shared_root, device="cpu", dense_search=search)
+            res = get_retriever("dhr", col, doc_stage=stage, passage_alpha=0.0).batch_search(
+                ["volcano eruption", "jazz in New Orleans"], k=5)
+            hits[search] = [[(h.passage_id, h.stages["doc"].rank) for h in r.hits] for r in res]
+            assert all({s.name: s for s in r.trace}["doc-stage"].detail["documents"] > 0 for r in res)
+        assert hits["faiss"] == hits["exact"], stage
 
 
 @pytest.mark.parametrize("argv", [

@@ -162,9 +162,24 @@ class DocStage:
         return None
 
 
-class Summary(DocStage):
+class _OneDenseSearch(DocStage):
+    """A stage that is one search of a dense document index: searched exactly on a torch device, its documents
+    stay there for the passage stage."""
+
+    def index(self, col: Collection) -> Any:
+        raise NotImplementedError
+
+    def _device_index(self, col: Collection) -> TorchExactIndex | None:
+        index = self.index(col)
+        return index if isinstance(index, TorchExactIndex) else None
+
+
+class Summary(_OneDenseSearch):
     name = "summary"
     vectors = frozenset({"qd"})
+
+    def index(self, col: Collection) -> Any:
+        return col.doc_faiss
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         return _faiss_top(col.doc_faiss, q.qd, k, q.filter, "doc", lambda: col.doc_vectors)
@@ -172,14 +187,13 @@ class Summary(DocStage):
     def all(self, col: Collection, q: Query) -> np.ndarray:
         return _full(col.doc_vectors, q.qd)
 
-    def _device_index(self, col: Collection) -> TorchExactIndex | None:
-        index = col.doc_faiss
-        return index if isinstance(index, TorchExactIndex) else None
 
-
-class Mean(DocStage):
+class Mean(_OneDenseSearch):
     name = "mean"
     vectors = frozenset({"qp"})
+
+    def index(self, col: Collection) -> Any:
+        return col.doc_mean_faiss
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         if col.doc_mean_faiss is None:
@@ -192,10 +206,6 @@ class Mean(DocStage):
 
     def all(self, col: Collection, q: Query) -> np.ndarray:
         return _full(col.doc_mean_vectors, q.qp)
-
-    def _device_index(self, col: Collection) -> TorchExactIndex | None:
-        index = col.doc_mean_faiss
-        return index if isinstance(index, TorchExactIndex) else None
 
 
 class Bm25(DocStage):
