@@ -83,7 +83,12 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     if args.json:
         print_json(res.to_dict())
         return 0
-    print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in res.trace))
+    timed_steps = [s for s in res.trace if s.name != "answered-by"]
+    print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in timed_steps))
+    where = next((s.detail for s in res.trace if s.name == "answered-by"), None)
+    if where:
+        print(f"answered by: {where['dense_search']} dense search on {where['device']}, "
+              f"passage stage {where['passage_stage']}")
     print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
     for h in res:
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
