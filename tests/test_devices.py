@@ -172,7 +172,8 @@ def test_cuda_collection_searches_like_faiss(shared_root: Path) -> None:
     from hiera.builds import open_collection
     from hiera.retrieve import get_retriever
 
-    gpu, ref = open_collection(shared_root, device="cuda"), open_collection(shared_root, device="faiss")
+    gpu = open_collection(shared_root, device="cuda")
+    ref = open_collection(shared_root, device="cpu", dense_search="faiss")
     assert gpu.passage_encoder.device == "cuda" or gpu.models["passage"].get("backend") != "torch"
     for name in ("dense", "hybrid"):
         a = get_retriever(name, gpu).batch_search(["volcano eruption", "chess pieces"], k=5)

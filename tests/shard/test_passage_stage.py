@@ -22,6 +22,7 @@ import pytest
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.index.passage_stage import DocLists, PassageSpec, StageResult, TorchPassageStage
+from hiera.models import cuda_available
 from hiera.query import QueryBatch
 from hiera.retrieve import get_retriever
 
@@ -185,3 +186,20 @@ def test_a_sharded_build_refuses_exact_dense_search_in_one_line(sharded3: Path, 
     res = get_retriever("dhr", col).search("lava")
     answered = {s.name: s.detail for s in res.trace}["answered-by"]
     assert answered["dense_search"] == "faiss" and answered["passage_stage"].endswith("shards")
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"a{s.passage_alpha}-k{s.k}")
+def test_the_gpu_backend_gives_the_host_backend_results(unsharded: Path, spec: PassageSpec) -> None:
+    """The same query vectors and documents on both: the GPU's float16 matrix is read in float32, so the hits are
+    the host's and the scores equal to float32 rounding."""
+    gpu = open_collection(unsharded, device="cuda", dense_search="exact")
+    host = open_collection(unsharded, device="cpu", dense_search="faiss")
+    assert gpu.passage_backend == "torch" and host.passage_backend == "numpy"
+    vectors = {"qp": host.passage_encoder.encode_query(QUERIES)}
+    docs = _doc_lists(host.n_docs)
+    got = gpu.passage_stage(QueryBatch(QUERIES, vectors=vectors), docs, spec)
+    want = host.passage_stage(QueryBatch(QUERIES, vectors=vectors), docs, spec)
+    for a, b in zip(got, want, strict=True):
+        assert a.positions.tolist() == b.positions.tolist() and a.passage_rank.tolist() == b.passage_rank.tolist()
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
