@@ -132,18 +132,18 @@ class _Parser:
         return BadInputError(f"filter: expected {want}, found {where}")
 
     def expr(self) -> Node:
-        args = [self.conj()]
-        while (t := self.peek()) and t[:2] == ("kw", "or"):
-            self.i += 1
-            args.append(self.conj())
-        return args[0] if len(args) == 1 else BoolOp("or", tuple(args))
+        return self.chain("or", self.conj)
 
     def conj(self) -> Node:
-        args = [self.neg()]
-        while (t := self.peek()) and t[:2] == ("kw", "and"):
+        return self.chain("and", self.neg)
+
+    def chain(self, kw: str, part: Callable[[], Node]) -> Node:
+        """``part (kw part)*``: one operand alone, or all of them joined by the keyword (``or`` binds looser)."""
+        args = [part()]
+        while (t := self.peek()) and t[:2] == ("kw", kw):
             self.i += 1
-            args.append(self.neg())
-        return args[0] if len(args) == 1 else BoolOp("and", tuple(args))
+            args.append(part())
+        return args[0] if len(args) == 1 else BoolOp(kw, tuple(args))
 
     def neg(self) -> Node:
         t = self.peek()
