@@ -483,6 +483,15 @@ def make_page_docs() -> list[Document]:
     return copy.deepcopy(_PAGE_DOCS)
 
 
+#: texts to encode: short and long (one longer than a passage), for the encoder's tests
+ENCODE_TEXTS = [
+    "Volcanoes erupt when the pressure of dissolved gases in the magma chamber becomes too great.",
+    "Chess is a board game for two players on a checkered board of sixty-four squares.",
+    "Jazz originated in New Orleans in the late nineteenth century, rooted in blues and ragtime.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose. " * 6,
+    "Short.",
+]
+
 #: a query about each document's topic, by document id
 TOPIC_QUERIES: dict[str, str] = {
     "volcanoes": "magma and lava erupting from a volcano crater",

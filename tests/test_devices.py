@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 
@@ -19,13 +20,7 @@ from hiera.encode import INTERCHANGEABLE_COSINE, Encoder, pick_device, stream_en
 from hiera.errors import BadInputError, HieraError
 from hiera.models import cuda_available, resolve_device
 
-TEXTS = [
-    "Volcanoes erupt when the pressure of dissolved gases in the magma chamber becomes too great.",
-    "Chess is a board game for two players on a checkered board of sixty-four squares.",
-    "Jazz originated in New Orleans in the late nineteenth century, rooted in blues and ragtime.",
-    "Photosynthesis converts light energy into chemical energy stored in glucose. " * 6,
-    "Short.",
-]
+TEXTS = helpers.ENCODE_TEXTS
 GPU = pytest.mark.skipif(not cuda_available(), reason="no CUDA device: GPU tests run on a lent GPU machine only")
 
 

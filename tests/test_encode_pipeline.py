@@ -12,6 +12,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 
@@ -21,11 +22,7 @@ from hiera.encode import EncodeError, Encoder, stream_batches, stream_encode, te
 from hiera.models import cuda_available
 
 TEXTS = [
-    "Volcanoes erupt when the pressure of dissolved gases in the magma chamber becomes too great.",
-    "Chess is a board game for two players on a checkered board of sixty-four squares.",
-    "Jazz originated in New Orleans in the late nineteenth century, rooted in blues and ragtime.",
-    "Photosynthesis converts light energy into chemical energy stored in glucose. " * 6,
-    "Short.",
+    *helpers.ENCODE_TEXTS,
     "The Treaty of Westphalia ended the Thirty Years' War in 1648.",
     "",
     "A glacier is a persistent body of dense ice that is constantly moving under its own weight. " * 40,  # truncated
