@@ -120,8 +120,7 @@ def test_a_failing_setup_stops_the_run(tmp_path: Path) -> None:
     assert r.returncode == 1 and "failed" in r.stderr
 
 
-def test_python_and_hiera_resolve_next_to_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(REPO))
+def test_python_and_hiera_resolve_next_to_the_interpreter() -> None:
     from bench.check_expected import argv_of
 
     assert argv_of("python -m bench.pooled") == [sys.executable, "-m", "bench.pooled"]
@@ -223,8 +222,7 @@ def test_a_malformed_claim_is_refused_before_anything_runs(tmp_path: Path, claim
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
 
 
-def test_bounds_and_nested_forms(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(REPO))
+def test_bounds_and_nested_forms() -> None:
     from bench.check_expected import bound_text, holds, value_of
 
     values = {"a": 0.954, "b": 0.958, "c": 0.5}
@@ -312,11 +310,10 @@ def _normalized(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def test_shipped_claims_quote_their_readme_and_hold_on_the_expected_values(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shipped_claims_quote_their_readme_and_hold_on_the_expected_values() -> None:
     """Every claim is well-formed (load validates it), reads two figures or more, quotes a sentence of README.md or
     bench/README.md word for word, and holds on the figures' recorded ``expected:`` values: the file agrees with
     itself, without running a benchmark."""
-    monkeypatch.syspath_prepend(str(REPO))
     from bench.check_expected import bound_text, expression, figures_of, holds, load, value_of
 
     figures, claims = load(EXPECTED)

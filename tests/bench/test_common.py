@@ -13,7 +13,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def common(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.syspath_prepend(str(REPO))
     import bench.common as mod
 
     monkeypatch.setattr(mod, "OUT", tmp_path)

@@ -10,8 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def bench_reader(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO))
+def bench_reader():
     import bench.reader as mod
 
     return mod

@@ -10,8 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def grid(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO))
+def grid():
     import bench.reader_grid as mod
 
     return mod

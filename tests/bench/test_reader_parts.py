@@ -15,8 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def parts(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO))
+def parts():
     import bench.reader_parts as mod
 
     return mod

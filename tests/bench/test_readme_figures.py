@@ -23,7 +23,6 @@ What counts as a figure: decimals, percentages, ``×`` ratios and numbers with a
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -35,9 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def rf() -> ModuleType:
-    """``bench.readme_figures`` (bench is a package of the repository, not of the installed distribution)."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+    """``bench.readme_figures`` (bench is a package of the repository, on the tests' path: pyproject's pythonpath)."""
     return importlib.import_module("bench.readme_figures")
 
 

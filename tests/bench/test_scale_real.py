@@ -10,8 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def speed_ratios(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO))
+def speed_ratios():
     from bench.scale_real import speed_ratios as fn
 
     return fn
