@@ -217,7 +217,7 @@ class TorchPassageStage:
 
     On a GPU the grid's operations are captured once per shape (queries,
     documents, capacity, λ, α, k) in a CUDA graph and replayed: one launch
-    instead of about fifty, so a single query does not wait on the host
+    instead of one per operation, so a single query does not wait on the host
     between tiny kernels. A capture that fails leaves the stage eager
     (:attr:`graph_note` says why); ``graphs=False`` asks for eager.
     """
@@ -271,7 +271,7 @@ class TorchPassageStage:
             bm25 = self._bm25(texts, docs, cap, allowed) if spec.bm25 else None
             while True:
                 host = self._packed(q, pos, sc, bm25, cap, spec, mask)
-                most = int(host[:, 0, 5 if spec.dense and spec.bm25 else 3].max(initial=0)) if host.shape[1] else 0
+                most = int(host[:, 0, _int_columns(spec) - 2].max(initial=0)) if host.shape[1] else 0  # candidates
                 if most <= cap:
                     break
                 cap = _pow2(most)  # overflow: room for this batch and the next ones like it
@@ -424,7 +424,7 @@ def _unpack(rows: np.ndarray, spec: PassageSpec, documents: int) -> StageResult:
     candidates kept by a filter; then the float32 columns final, document, passage, [dense, BM25] in pairs.
     """
     mixed = spec.dense and spec.bm25
-    n_int = 7 if mixed else 5
+    n_int = _int_columns(spec)
     kept = int(rows[0, n_int - 1]) if len(rows) else 0
     rows = rows[: min(len(rows), kept)]
     ints = rows[:, :n_int]
@@ -438,5 +438,12 @@ def _unpack(rows: np.ndarray, spec: PassageSpec, documents: int) -> StageResult:
     )
 
 
+def _int_columns(spec: PassageSpec) -> int:
+    """How many integer columns ``_grid`` packs: position, document, passage rank, [dense and BM25 ranks],
+    candidates, candidates kept."""
+    return 7 if spec.dense and spec.bm25 else 5
+
+
 def _empty(spec: PassageSpec) -> StageResult:
-    return _unpack(np.zeros((0, 10 if spec.dense and spec.bm25 else 7), dtype=np.int64), spec, 0)
+    floats = 5 if spec.dense and spec.bm25 else 3  # float32 columns, packed in int64 pairs
+    return _unpack(np.zeros((0, _int_columns(spec) + (floats + 1) // 2), dtype=np.int64), spec, 0)
