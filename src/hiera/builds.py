@@ -16,16 +16,19 @@ imports :mod:`hiera.shard`, and a caller never has to choose:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hiera.collection import Collection, LocalCollection
-from hiera.corpus.store import CorpusStore
-from hiera.errors import ManifestMismatchError
+from hiera.corpus.store import CorpusStore, RemoveReport
+from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.build import BuildOptions, build
 from hiera.index.manifest import Manifest, is_sharded
-from hiera.index.publish import live_build_dir
+from hiera.index.publish import live_build_dir, remove_unused_builds
+from hiera.index.segments import COMPACT_AT
+from hiera.index.update import needs_rebuild, plan_change, update
+from hiera.lock import writer_lock
 from hiera.shard.build import build_sharded
 from hiera.shard.collection import ShardedCollection
 
@@ -55,3 +58,72 @@ def build_collection(
     if opts.shards or opts.engine != "local":
         return build_sharded(root, opts, log=log, store=store)
     return build(root, opts, log=log, store=store)
+
+
+def update_collection(
+    root: str | Path, store: CorpusStore, log: Callable[[str], None] = print, device: str = "auto",
+    compact: bool = False, progress: bool = True, compact_at: float = COMPACT_AT,
+) -> Manifest:
+    """Publish the build that serves ``store``'s state (documents removed, replaced, added) from the live build.
+
+    Called inside the change's store transaction. A delta segment and
+    tombstones (:mod:`hiera.index.update`) unless the change must rewrite the
+    build; a sharded build gaining text is rebuilt by its own writer, every
+    vector reused.
+    """
+    root = Path(root)
+    live = live_build_dir(root)
+    if live is not None:
+        m = Manifest.read(live)
+        if m.shards and needs_rebuild(plan_change(store, live, m), m, compact, compact_at) is not None:
+            opts = BuildOptions.from_manifest(m)
+            opts.device, opts.progress = device, progress
+            return build_sharded(root, opts, log=log, store=store)
+    return update(root, store, log=log, device=device, compact=compact, progress=progress, compact_at=compact_at)
+
+
+def select_documents(root: str | Path, ids: Sequence[str] = (), titles: Sequence[str] = (), source: str | None = None,
+                     filter: str | None = None) -> list[str]:
+    """The ids of the documents ``hiera remove`` names: by id, by title (or redirect), by source, by filter.
+
+    Every selector must match: an unknown title, or a source or filter that
+    matches no live document, is refused in one line (nothing is removed).
+    """
+    from hiera.index.filters import compile_filter, quote
+
+    out = list(ids)
+    store = CorpusStore(Path(root))
+    for t in titles:
+        doc = store.resolve_title(t)
+        if doc is None:
+            raise BadInputError(f"no document has the title or redirect {t!r}; nothing removed")
+        out.append(doc)
+    exprs = [e for e in ((f"source = {quote(source)}" if source else None), filter) if e]
+    if exprs:
+        col = open_collection(root)
+        for expr in exprs:
+            allowed = compile_filter(col, expr)
+            if allowed.n_docs == 0:
+                raise BadInputError(f"the filter {expr!r} matches no document; nothing removed")
+            out.extend(r.id for r in col.docs_at(allowed.doc_positions))
+    if not out:
+        raise BadInputError("name the documents to remove: --ids, --titles, --source or --filter")
+    return list(dict.fromkeys(out))
+
+
+def remove_documents(root: str | Path, doc_ids: Sequence[str], log: Callable[[str], None] = print,
+                     device: str = "auto", compact_at: float = COMPACT_AT, progress: bool = True) -> RemoveReport:
+    """Remove documents and publish the build without them, in one transaction (``hiera remove``).
+
+    Holds the writer lock throughout; a refusal (unknown id, every document)
+    or a failure of the build leaves the collection exactly as it was.
+    """
+    root = Path(root)
+    store = CorpusStore(root)
+    if live_build_dir(root) is None:
+        raise BadInputError(f"{root} has no index yet; remove documents after `hiera build {root}`")
+    with writer_lock(root, "hiera remove"):
+        report = store.remove(doc_ids, before_commit=lambda: update_collection(
+            root, store, log=log, device=device, compact_at=compact_at, progress=progress))
+        remove_unused_builds(root)
+    return report

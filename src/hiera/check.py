@@ -253,7 +253,7 @@ def _check_shards(build_dir: Path, m: Manifest, c: Checks, checksums: bool) -> N
             errors += 1
         docs, passages = int(e["docs"][1]), int(e["passages"][1])
         try:
-            sm = open_shard_manifest(build_dir, e, m.corpus_version)
+            sm = open_shard_manifest(build_dir, e, m.base_version)
         except HieraError as err:
             c.error("shards", str(err))
             errors += 1

@@ -53,6 +53,14 @@ from hiera.index.passage_stage import (
 )
 from hiera.index.profile import profile_of
 from hiera.index.publish import live_build_dir
+from hiera.index.segments import (
+    DELTA_DIR,
+    SegmentedBm25,
+    SegmentedIndex,
+    SegmentedMatrix,
+    dead_masks,
+    read_tombstones,
+)
 from hiera.io import load_npy
 from hiera.query import Allowed, QueryBatch
 from hiera.spec import method
@@ -145,6 +153,11 @@ class Collection(Protocol):
 
     @property
     def passage_doc(self) -> np.ndarray: ...
+
+    @property
+    def live(self) -> Allowed | None:
+        """The rows a search may return when documents were removed or replaced since the build was written."""
+        ...
 
     # indexes, by global position
     @property
@@ -351,6 +364,30 @@ class BuildView:
         """Document position of every passage position (derived, not stored)."""
         return np.repeat(np.arange(len(self.doc_rows), dtype=np.int32), np.diff(self.doc_offsets))
 
+    @cached_property
+    def dead_docs(self) -> np.ndarray:
+        """Positions of the documents removed or replaced since the build's index files were written (tombstones)."""
+        return read_tombstones(self.build_dir)
+
+    @cached_property
+    def live(self) -> Allowed | None:
+        """The live documents and passages as a filter's masks; ``None`` when no row is tombstoned.
+
+        Every search of a build with tombstones runs inside it (``compile_filter``
+        and ``BaseRetriever.batch_search`` apply it), so no method returns a
+        removed or superseded row.
+        """
+        dead = self.dead_docs
+        if not len(dead):
+            return None
+        docs, passages = dead_masks(dead, self.doc_offsets)
+        return Allowed(f"live rows of generation {self.manifest.updates.get('generation', 0)}", docs, passages)
+
+    @property
+    def delta(self) -> Path | None:
+        """The delta segment's directory (documents added since the base was written), if the build has one."""
+        return self.build_dir / DELTA_DIR if (self.manifest.updates or {}).get("delta") else None
+
     # -- encoders --------------------------------------------------------------------------------------------
     def _encoder(self, level: str) -> Encoder:
         self.need("dense", self.has_dense)
@@ -427,7 +464,7 @@ class BuildView:
 VIEW_MEMBERS = (
     "root", "build_dir", "manifest", "store", "mmap", "vectors", "n_docs", "n_passages", "has_dense", "built",
     "models", "faiss_types", "profile", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
-    "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
+    "dead_docs", "live", "delta", "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
     "method_defaults", "derived", "name_index",
 )
 
@@ -487,18 +524,25 @@ class LocalCollection:
     def bm25_docs(self) -> Bm25Index:
         return self._bm25("bm25-docs")
 
-    def _bm25(self, name: str) -> Bm25Index:
+    def _bm25(self, name: str) -> Bm25Index | SegmentedBm25:
         m = self.view.manifest
         self.view.need("BM25", m.bm25 is not None)
-        return Bm25Index.load(self.view.build_dir / name, Bm25Config.from_dict(m.bm25 or {}), mmap=self.view.mmap)
+        cfg = Bm25Config.from_dict(m.bm25 or {})
+        base = Bm25Index.load(self.view.build_dir / name, cfg, mmap=self.view.mmap)
+        delta = self.view.delta
+        if delta is None or not (delta / name).exists():
+            return base
+        return SegmentedBm25(base, Bm25Index.load(delta / name, cfg, mmap=self.view.mmap))
 
     # -- dense -----------------------------------------------------------------------------------------------
-    def _matrix(self, name: str) -> np.ndarray:
+    def _matrix(self, name: str) -> np.ndarray | SegmentedMatrix:
         self.view.need("dense", self.view.has_dense)
-        stored = load_matrix(self.view.build_dir / "dense" / name, self.view.mmap)
-        if self.view.vectors == "float16":
-            return stored
-        return np.array(stored, dtype=np.float32)  # a plain in-memory array (astype would keep the memmap class)
+        delta = self.view.delta
+        paths = [self.view.build_dir / "dense" / name] + ([delta / "dense" / name] if delta is not None else [])
+        parts = [load_matrix(p, self.view.mmap) for p in paths]
+        if self.view.vectors == "float32":  # plain in-memory arrays (astype would keep the memmap class)
+            parts = [np.array(p, dtype=np.float32) for p in parts]
+        return parts[0] if len(parts) == 1 else SegmentedMatrix(parts)
 
     @cached_property
     def passage_vectors(self) -> np.ndarray:
@@ -520,8 +564,12 @@ class LocalCollection:
         """
         self.view.need("dense", self.view.has_dense)
         if self.placement.dense_search == "exact":
-            return TorchExactIndex(vectors(), self.placement.device)
-        return load_faiss(self.view.build_dir / "dense" / name, self.view.mmap)
+            return TorchExactIndex(np.asarray(vectors()), self.placement.device)
+        base = load_faiss(self.view.build_dir / "dense" / name, self.view.mmap)
+        delta = self.view.delta
+        if delta is None:
+            return base
+        return SegmentedIndex(base, load_faiss(delta / "dense" / name, self.view.mmap))
 
     @cached_property
     def passage_faiss(self) -> Any:

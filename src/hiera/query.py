@@ -78,6 +78,10 @@ class Allowed:
             self._cache[key] = make()
         return self._cache[key]
 
+    def within(self, other: Allowed) -> Allowed:
+        """This filter inside ``other`` (a build's live rows: removed and replaced documents are never allowed)."""
+        return Allowed(self.expr, self.docs & other.docs, self.passages & other.passages)
+
     def summary(self) -> dict[str, Any]:
         """What a trace records of the filter."""
         return {"filter": self.expr, "documents": self.n_docs, "of_documents": int(self.docs.shape[0]),
@@ -163,7 +167,9 @@ class Query:
         return self.vector(DOC)
 
 
-def text_query(text: str, **vectors: np.ndarray) -> Query:
-    """A one-query batch (tools that score a single question outside a retriever)."""
+def text_query(text: str, allowed: Allowed | None = None, **vectors: np.ndarray) -> Query:
+    """A one-query batch (tools that score a single question outside a retriever); ``allowed``: its filter
+    (a collection's live rows, at least, when documents were removed)."""
     batch = QueryBatch([text], vectors={k: np.atleast_2d(v).astype(np.float32, copy=False) for k, v in vectors.items()})
+    batch.filter = allowed
     return batch.query(0)

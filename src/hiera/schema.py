@@ -162,6 +162,8 @@ MANIFEST = Obj(
                       "bm25": BOOL, "dense": BOOL}, required=frozenset({"rows", "documents"})),
         "profile": Obj({"name": STR, "asked": STR, "passages": Int(min=0), "threshold": Int(min=0), "why": STR},
                        required=frozenset({"name"})),
+        "updates": Obj({"generation": Int(min=1), "base_version": Int(min=0), "base": Map(Int(min=0)), "delta": Map(Int(min=0)),
+                        "dead": Map(Int(min=0))}, required=frozenset({"generation", "base", "dead"})),
         "files": Map(Int(min=0)),
         "checksums": Map(Str(nonempty=True)),
         "versions": Map(),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hiera.index.merge import merge_topk
 from hiera.index.select import topk
-from hiera.shard.merge import merge_topk
 
 
 def test_ties_at_the_cut_keep_the_lowest_positions() -> None:

@@ -12,9 +12,9 @@ from hiera.builds import build_collection, open_collection
 from hiera.collection import Collection, LocalCollection
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
+from hiera.index.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.index.build import BuildOptions
 from hiera.retrieve import get_retriever
-from hiera.shard.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.shard.collection import EXACT_METHODS, ShardedCollection
 from hiera.shard.layout import plan_ranges
 from hiera.spec import METHODS

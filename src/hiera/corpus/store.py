@@ -69,6 +69,12 @@ CREATE INDEX IF NOT EXISTS doc_parts_doc ON doc_parts(doc_id, ord);
 CREATE INDEX IF NOT EXISTS aliases_target ON aliases(target);
 """
 
+# Documents' row ids that a replacement or a removal retired, with the id they had: a build that still holds
+# those rows (tombstoned) tells a deleted document from a superseded one by it, and `hiera check` verifies
+# tombstones against it. Created by the first writer that retires a row.
+_RETIRED_SCHEMA = "CREATE TABLE IF NOT EXISTS retired (rowid INTEGER PRIMARY KEY, doc_id TEXT NOT NULL)"
+_RETIRE = "INSERT OR IGNORE INTO retired SELECT rowid, id FROM documents WHERE id=?"
+
 
 @dataclass
 class IngestReport:
@@ -81,6 +87,13 @@ class IngestReport:
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     new_doc_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RemoveReport:
+    documents: int = 0
+    passages: int = 0
+    ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,79 @@ class CorpusStore:
                 conn.execute("ROLLBACK")
             raise
         return report
+
+    def remove(self, doc_ids: Sequence[str], before_commit: Callable[[], None] | None = None) -> RemoveReport:
+        """Remove documents (a merged document with every part) in one transaction; nothing changes on any refusal.
+
+        Unknown ids, and removing every document, are refused before anything
+        is written. ``before_commit`` runs inside the transaction after the
+        version bump, as in :meth:`ingest` (the live build is updated there).
+        """
+        conn = self._conn()
+        report = RemoveReport()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            wanted = list(dict.fromkeys(doc_ids))
+            resolved = {i: self.canonical_id(i) for i in wanted}
+            unknown = [i for i, c in resolved.items() if c is None]
+            if unknown:
+                more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+                raise BadInputError(f"unknown document ids: {', '.join(map(repr, unknown[:5]))}{more}; nothing removed")
+            ids = list(dict.fromkeys(c for c in resolved.values() if c is not None))
+            if not ids:
+                raise BadInputError("no documents to remove; nothing removed")
+            total = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+            if len(ids) >= total:
+                raise BadInputError(
+                    f"that would remove every document of {self.root} ({total}); nothing removed "
+                    "(a collection keeps at least one document: delete its directory to drop it)"
+                )
+            conn.execute(_RETIRED_SCHEMA)
+            merges = self._merges()
+            for doc_id in ids:
+                title = conn.execute("SELECT title FROM documents WHERE id=?", (doc_id,)).fetchone()[0]
+                report.passages += conn.execute("SELECT COUNT(*) FROM passages WHERE doc_id=?", (doc_id,)).fetchone()[0]
+                conn.execute(_RETIRE, (doc_id,))
+                for q in ("DELETE FROM passages WHERE doc_id=?", "DELETE FROM documents WHERE id=?"):
+                    conn.execute(q, (doc_id,))
+                if merges:
+                    conn.execute("DELETE FROM title_keys WHERE doc_id=?", (doc_id,))
+                    conn.execute("DELETE FROM doc_parts WHERE doc_id=?", (doc_id,))
+                if not conn.execute("SELECT 1 FROM documents WHERE title=?", (title,)).fetchone():
+                    conn.execute("DELETE FROM aliases WHERE target=?", (title,))  # redirects to it lead nowhere now
+            report.documents, report.ids = len(ids), ids
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+            if before_commit is not None:
+                before_commit()
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return report
+
+    def retired(self, rowids: Sequence[int]) -> dict[int, str]:
+        """Document row id → the id it had, for rows a replacement or removal retired (others are left out)."""
+        conn = self._conn()
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='retired'").fetchone():
+            return {}
+        out: dict[int, str] = {}
+        for chunk in _chunks([int(r) for r in rowids], 900):
+            q = f"SELECT rowid, doc_id FROM retired WHERE rowid IN ({','.join('?' * len(chunk))})"
+            out.update({int(r): str(d) for r, d in conn.execute(q, chunk)})
+        return out
+
+    def passage_counts(self, rowids: Sequence[int]) -> dict[int, int]:
+        """Document row id → its number of passages."""
+        out: dict[int, int] = {}
+        for chunk in _chunks([int(r) for r in rowids], 900):
+            q = f"SELECT rowid, n_passages FROM documents WHERE rowid IN ({','.join('?' * len(chunk))})"
+            out.update({int(r): int(n) for r, n in self._conn().execute(q, chunk)})
+        return out
+
+    def doc_rowids(self) -> set[int]:
+        """Row ids of every document held now."""
+        return {int(r) for (r,) in self._conn().execute("SELECT rowid FROM documents")}
 
     # -- reading -------------------------------------------------------
     def stats(self) -> dict[str, int]:
@@ -392,7 +478,7 @@ class _Writer:
 
     def __init__(self, conn: sqlite3.Connection, rules: PassageRules, report: IngestReport, mode: str) -> None:
         self.conn, self.rules, self.report, self.mode = conn, rules, report, mode
-        for stmt in _DEDUP_SCHEMA.split(";"):
+        for stmt in [*_DEDUP_SCHEMA.split(";"), _RETIRED_SCHEMA]:
             if stmt.strip():
                 conn.execute(stmt)
         n_keys = conn.execute("SELECT COUNT(*) FROM title_keys").fetchone()[0]
@@ -524,6 +610,7 @@ class _Writer:
 
     # -- rows --------------------------------------------------------------------
     def delete(self, doc_id: str, keep_parts: bool = False) -> None:
+        self.conn.execute(_RETIRE, (doc_id,))
         for q in ("DELETE FROM passages WHERE doc_id=?", "DELETE FROM documents WHERE id=?",
                   "DELETE FROM title_keys WHERE doc_id=?"):
             self.conn.execute(q, (doc_id,))
@@ -533,6 +620,7 @@ class _Writer:
     def write(self, doc: Document) -> None:
         """Insert (or replace) ``doc`` and its passages, under row ids above every one used before."""
         passages = split_document(doc, self.rules)
+        self.conn.execute(_RETIRE, (doc.id,))
         self.conn.execute("DELETE FROM passages WHERE doc_id=?", (doc.id,))
         self.conn.execute("DELETE FROM documents WHERE id=?", (doc.id,))
         self.conn.execute(

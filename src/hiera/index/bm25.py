@@ -81,6 +81,7 @@ class Bm25Index:
         self.retriever = retriever
         self.config = config
         self.analyzer = Analyzer(config)
+        self.tokens: int | None = None  # the corpus's total length in tokens, known to a build (not saved by bm25s)
 
     @classmethod
     def build(cls, texts: Iterable[str], config: Bm25Config | None = None, show_progress: bool = False) -> Bm25Index:
@@ -91,7 +92,9 @@ class Bm25Index:
         tokens = [analyzer(t) or ["\x00empty"] for t in texts]
         retriever = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
         retriever.index(tokens, show_progress=show_progress)
-        return cls(retriever, config)
+        index = cls(retriever, config)
+        index.tokens = sum(len(t) for t in tokens)
+        return index
 
     def save(self, path: Path) -> None:
         self.retriever.save(str(path))

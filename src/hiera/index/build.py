@@ -37,6 +37,7 @@ from hiera.index.manifest import Manifest, read_tuned
 from hiera.index.names import name_rows, write_names
 from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
+from hiera.index.segments import stored_vectors
 from hiera.io import load_npy
 from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
@@ -187,7 +188,7 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
     return manifest
 
 
-def write_name_index(out: Path, store: CorpusStore, corpus: Corpus, opts: BuildOptions, encoder: Encoder | None,
+def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: BuildOptions, encoder: Encoder | None,
                      previous_dir: Path | None = None, previous: Manifest | None = None) -> dict[str, Any]:
     """``names/`` and, with an encoder (the document encoder), the names' vectors and their FAISS index.
 
@@ -196,8 +197,8 @@ def write_name_index(out: Path, store: CorpusStore, corpus: Corpus, opts: BuildO
     with the same model and backend is copied from it (``hiera add`` encodes
     only new names), the rest goes through the embedding cache.
     """
-    rows = name_rows([d.title for d in corpus.docs], store.iter_aliases(), store.iter_doc_links())
-    record = write_names(out, [d.title for d in corpus.docs], rows, opts.bm25_config if opts.bm25 else None)
+    rows = name_rows(titles, store.iter_aliases(), store.iter_doc_links())
+    record = write_names(out, titles, rows, opts.bm25_config if opts.bm25 else None)
     record["dense"] = encoder is not None
     if encoder is not None and rows.names:
         (out / "dense").mkdir(exist_ok=True)
@@ -271,9 +272,13 @@ def _build_into(
 
     if opts.bm25:
         t = time.perf_counter()
-        Bm25Index.build(passage_texts, opts.bm25_config).save(out / "bm25-passages")
-        Bm25Index.build(corpus.bm25_doc_texts, opts.bm25_config).save(out / "bm25-docs")
-        manifest.bm25 = {**opts.bm25_config.to_dict(), "doc_text": opts.bm25_doc_text}
+        tokens = {}
+        for name, texts in (("passages", passage_texts), ("docs", corpus.bm25_doc_texts)):
+            index = Bm25Index.build(texts, opts.bm25_config)
+            index.save(out / f"bm25-{name}")
+            tokens[name] = index.tokens
+        # the corpus's length in tokens: what a later delta segment's statistics add to (hiera.index.update)
+        manifest.bm25 = {**opts.bm25_config.to_dict(), "doc_text": opts.bm25_doc_text, "tokens": tokens}
         log(f"bm25: passages and documents ({opts.bm25_doc_text}) in {time.perf_counter() - t:.1f}s")
     corpus.bm25_doc_texts = []
 
@@ -316,8 +321,8 @@ def _build_into(
         log(f"dense: {len(prow)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     if opts.names:
         t = time.perf_counter()
-        manifest.names = write_name_index(out, store, corpus, opts, d_enc if opts.dense else None, previous_dir,
-                                          previous)
+        manifest.names = write_name_index(out, store, [d.title for d in corpus.docs], opts,
+                                          d_enc if opts.dense else None, previous_dir, previous)
         log(f"names: {manifest.names['rows']} names of {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     manifest.write(out)
     return manifest
@@ -347,9 +352,10 @@ def _vectors(
     todo = np.ones(len(texts), dtype=bool)
     if previous_dir is not None and previous is not None and _same_vectors(previous, level, enc):
         old_rows = load_npy(previous_dir / "layout" / f"{level}_rows.npy")
-        old_vecs = load_npy(previous_dir / "dense" / f"{level}s.f16.npy", mmap=True)
-        where = {int(r): i for i, r in enumerate(old_rows)}
-        hit = np.array([where.get(int(r), -1) for r in rows], dtype=np.int64)
+        old_vecs = stored_vectors(previous_dir, previous, level)
+        order = np.argsort(old_rows, kind="stable")
+        at = np.minimum(np.searchsorted(old_rows[order], rows), max(len(old_rows) - 1, 0))
+        hit = np.where(old_rows[order][at] == rows, order[at], -1) if len(old_rows) else np.full(len(rows), -1)
         found = hit >= 0
         if found.any():
             out[found] = old_vecs[hit[found]]

@@ -91,6 +91,11 @@ _KEYWORDS = {"and", "or", "not", "in", "contains", "prefix"}
 _BARE = re.compile(r"^[\w.:/@+-]+$")  # a value written without quotes in the canonical form
 
 
+def quote(value: str) -> str:
+    """``value`` as a quoted string of the filter language (what a caller writes a user's value into a filter with)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _tokens(text: str) -> list[tuple[str, str, int]]:
     out, i = [], 0
     while i < len(text):
@@ -219,6 +224,7 @@ class View(Protocol):
     doc_rows: np.ndarray
     passage_rows: np.ndarray
     passage_doc: np.ndarray
+    live: Allowed | None  # the build's live rows (None: nothing removed); every filter stays inside them
 
     def derived(self, key: str, make: Callable[[], Any]) -> Any: ...
 
@@ -450,6 +456,8 @@ def compile_filter(view: View, expr: str | Allowed, generation: int = 0) -> Allo
             cache.items.move_to_end(key)
             return cache.items[key]
     allowed = compile_node(node, collection_fields(view), view.passage_doc, len(view.doc_rows))
+    if view.live is not None:
+        allowed = allowed.within(view.live)
     with cache.lock:
         cache.items[key] = allowed
         while len(cache.items) > CACHED:

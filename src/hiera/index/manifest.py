@@ -69,6 +69,9 @@ class Manifest:
     names: dict[str, Any] = field(default_factory=dict)
     # the build profile (hiera.index.profile): name, what was asked, passages, threshold, why; {}: made before profiles
     profile: dict[str, Any] = field(default_factory=dict)
+    # a build made by a change instead of a rebuild (hiera.index.update): generation, base and delta sizes, dead
+    # documents and passages (deleted, superseded), the delta's BM25 token counts; {}: a build from scratch
+    updates: dict[str, Any] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)  # sha256 of every file (`hiera check` verifies them)
     versions: dict[str, str] = field(default_factory=library_versions)
@@ -77,10 +80,15 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        for key in ("shards", "shard", "names", "profile"):  # absent when empty: a manifest says only what the build has
+        for key in ("shards", "shard", "names", "profile", "updates"):  # absent when empty: a manifest says only what the build has
             if not d[key]:
                 del d[key]
         return d
+
+    @property
+    def base_version(self) -> int:
+        """The corpus version the index files were written at: a changed build's base keeps its own (its shards' too)."""
+        return int(self.updates.get("base_version", self.corpus_version)) if self.updates else self.corpus_version
 
     def backend(self, level: str) -> str | None:
         """The encoder backend ``level``'s vectors were made with; None without dense vectors at that level.
@@ -95,11 +103,14 @@ class Manifest:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def write(self, build_dir: Path) -> None:
+    def write(self, build_dir: Path, known: dict[str, str] | None = None) -> None:
         """Record file sizes and checksums, then write the manifest atomically (it goes last).
 
         Every file is fsynced first, so a manifest on disk means its files are too.
+        ``known``: checksums of files hard-linked from a build that recorded
+        them (the same bytes, already synced), not read again.
         """
+        known = known or {}
         nested = nested_builds(build_dir)  # shards: each listed and checked by its own manifest
         files = [
             p for p in sorted(build_dir.rglob("*"))
@@ -107,7 +118,10 @@ class Manifest:
             and not any(p.is_relative_to(d) for d in nested)
         ]
         self.files = {str(p.relative_to(build_dir)): p.stat().st_size for p in files}
-        self.checksums = {str(p.relative_to(build_dir)): file_sha256(p, sync=True) for p in files}
+        self.checksums = {}
+        for p in files:
+            rel = str(p.relative_to(build_dir))
+            self.checksums[rel] = known[rel] if rel in known else file_sha256(p, sync=True)
         write_json_atomic(build_dir / MANIFEST, self.to_dict())
 
     @classmethod

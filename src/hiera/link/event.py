@@ -53,12 +53,12 @@ class EventLinker:
         depth = min(max(DEPTH, n), col.n_docs)
         lists = []
         if "bm25" in col.built:
-            pos, sc = stage("bm25").top(col, text_query(text), depth)
+            pos, sc = stage("bm25").top(col, text_query(text, col.live), depth)
             lists.append(Ranked(np.asarray(pos, dtype=np.int64), np.asarray(sc, dtype=np.float32)))
         else:
             lists.append(Ranked(np.zeros(0, np.int64), np.zeros(0, np.float32)))
         if qd is not None and col.has_dense:
-            pos, sc = stage("summary").top(col, text_query(text, qd=qd), depth)
+            pos, sc = stage("summary").top(col, text_query(text, col.live, qd=qd), depth)
             lists.append(Ranked(pos, sc))
         aligned, fused = rrf(lists)
         if len(aligned.ids) == 0:

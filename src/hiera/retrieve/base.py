@@ -117,7 +117,8 @@ class BaseRetriever:
                             trace=[TraceStep("filter", note, filter_ms), TraceStep("answered-by", self.answered_by())])
                     for q in qs]
         batch = self._prepare(qs, p)
-        batch.filter = allowed
+        # a build with tombstones: every search runs inside its live rows (a filter already does, compile_filter)
+        batch.filter = allowed if allowed is not None else self.col.live
         traces: list[list[TraceStep]] = [[] for _ in qs]
         if allowed is not None:
             detail = {**allowed.summary(), **self._filter_strategy(allowed, p, lvl)}

@@ -242,7 +242,7 @@ def deploy(
     shard_apps = [
         serve.deployment(ShardServer, name=f"shard-{e['name']}", num_replicas=replicas, max_replicas_per_node=per_node,
                          ray_actor_options={"num_cpus": shard_cpus, "runtime_env": env}
-                         ).bind(str(build_dir), e, m.corpus_version, vectors)
+                         ).bind(str(build_dir), e, m.base_version, vectors)
         for e in m.shards
     ]
     router = serve.deployment(serve.ingress()(Router), name="router",

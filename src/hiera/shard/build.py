@@ -14,7 +14,7 @@ Steps (each shard's work is one task of the engine):
 2. the shard plan: contiguous document ranges with about equal passage counts;
 3. BM25: per shard, tokens and their statistics; the statistics are summed
    into the corpus-wide ones that every shard's scores then use
-   (:mod:`hiera.shard.bm25stats`);
+   (:mod:`hiera.index.bm25stats`);
 4. dense: every passage and document summary encoded once (the embedding
    cache first; Ray Data actors on Ray), rounded to float16;
 5. per shard: BM25 indexes, float16 matrices, Flat FAISS indexes, mean vectors
@@ -37,6 +37,7 @@ from hiera.corpus.store import CorpusStore
 from hiera.encode import Encoder
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config
+from hiera.index.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.index.build import (
     BuildOptions,
     Corpus,
@@ -49,7 +50,6 @@ from hiera.index.build import (
 from hiera.index.dense import build_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import MANIFEST, SHARDS_DIR, Manifest, file_sha256, shard_name
 from hiera.index.publish import publish
-from hiera.shard.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.shard.engine import make_engine
 from hiera.shard.layout import plan_ranges
 
@@ -104,7 +104,8 @@ def build_sharded_into(
     if opts.names:  # global, at the top of the build (the shards hold passages and documents only)
         encoder = Encoder(opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir,
                           backend=opts.backend) if opts.dense else None
-        manifest.names = write_name_index(out, store, corpus, opts, encoder, previous_dir, previous)
+        manifest.names = write_name_index(out, store, [d.title for d in corpus.docs], opts, encoder, previous_dir,
+                                          previous)
     manifest.write(out)
     log(f"{len(entries)} shards ({engine.name} engine) in {time.perf_counter() - t0:.1f}s")
     return manifest

@@ -7,7 +7,7 @@ position. :class:`ShardedCollection` replaces each by a proxy that asks every
 shard and merges:
 
 * top-k searches (BM25, FAISS): each shard's top k, merged by score then
-  position (:mod:`hiera.shard.merge`) — exact, because BM25 shards score with
+  position (:mod:`hiera.index.merge`) — exact, because BM25 shards score with
   corpus-wide statistics and the FAISS indexes are Flat (sharded builds refuse
   approximate ones);
 * full score vectors and matrix rows: the shards' pieces, concatenated.
@@ -45,10 +45,10 @@ from hiera.collection import BuildView, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.exact import Placement, resolve_placement
 from hiera.index.masked import bm25_top, vector_search
+from hiera.index.merge import merge_faiss, merge_topk
 from hiera.index.passage_stage import DocLists, HostPassageStage, PassageSpec, Scores, StageResult
 from hiera.query import QueryBatch
 from hiera.shard.fanout import FanOut, LocalFanOut
-from hiera.shard.merge import merge_faiss, merge_topk
 from hiera.shard.shard import Shard
 
 # Every method that reaches the indexes only through the proxied objects (tests/shard checks each one).
@@ -180,7 +180,7 @@ class ShardedCollection:
         self._check_ranges()
         if fanout is None:
             v = self.view
-            local = [Shard(v.build_dir, e, v.manifest.corpus_version, mmap=v.mmap, vectors=v.vectors)
+            local = [Shard(v.build_dir, e, v.manifest.base_version, mmap=v.mmap, vectors=v.vectors)
                      for e in self.shards]
             fanout = LocalFanOut(local)
             # a server reopens the collection after every rebuild: the old one's threads go with it

@@ -62,6 +62,20 @@ class CorpusStats:
         return {"texts": self.n_docs, "tokens": self.total_len, "terms": len(self.df)}
 
 
+def with_base(base: Bm25Index, base_tokens: int, tokens: Sequence[Sequence[str]]) -> CorpusStats:
+    """The statistics of ``base``'s corpus plus ``tokens`` (a delta segment's), for the delta's terms only.
+
+    A delta indexed with them scores its texts as one index over base and
+    delta would, except that tombstoned texts still count (the drift that
+    compaction removes). ``base_tokens``: the base's total length, which
+    bm25s does not save (the build's manifest records it).
+    """
+    delta = CorpusStats.of(tokens)
+    terms = list(delta.df)
+    df = Counter({t: n + d for t, n, d in zip(terms, base.df(terms), (delta.df[t] for t in terms), strict=True)})
+    return CorpusStats(base.size + delta.n_docs, int(base_tokens) + delta.total_len, df)
+
+
 def build_with_stats(tokens: Sequence[Sequence[str]], stats: CorpusStats, config: Bm25Config) -> Bm25Index:
     """A bm25s index over ``tokens`` whose IDF and average length are ``stats``'s (the whole corpus)."""
     import bm25s
