@@ -209,6 +209,8 @@ class Collection(Protocol):
 
     def docs_at(self, positions: np.ndarray | list[int]) -> list[DocRow]: ...
 
+    def docs_by_position(self) -> list[DocRow | None]: ...
+
     def iter_docs(self, ids: list[str] | None = None) -> Iterator[DocRow]: ...
 
     def iter_passages(self, doc_ids: list[str] | None = None) -> Iterator[tuple[int, Passage]]: ...
@@ -425,6 +427,16 @@ class BuildView:
         found = self.store.docs_by_rowid(rows)
         return [found[r] for r in rows]
 
+    def docs_by_position(self) -> list[DocRow | None]:
+        """Every document position's row, in layout order; ``None`` where the document was removed or replaced.
+
+        Store order is layout order only for a build written from scratch: a
+        changed build keeps dead positions and appends its delta, so tools that
+        map positions to documents read them here.
+        """
+        found = self.store.docs_by_rowid([int(r) for r in self.doc_rows])
+        return [found.get(int(r)) for r in self.doc_rows]
+
     def iter_docs(self, ids: list[str] | None = None) -> Iterator[DocRow]:
         """Documents (all, in store order, or those with ``ids``) with their titles and summaries."""
         return self.store.iter_docs(ids)
@@ -464,7 +476,7 @@ class BuildView:
 VIEW_MEMBERS = (
     "root", "build_dir", "manifest", "store", "mmap", "vectors", "n_docs", "n_passages", "has_dense", "built",
     "models", "faiss_types", "profile", "title_sep", "passage_rows", "doc_rows", "doc_offsets", "passage_doc",
-    "dead_docs", "live", "delta", "passage_encoder", "doc_encoder", "passages_at", "docs_at", "iter_docs", "iter_passages", "doc_text",
+    "dead_docs", "live", "delta", "passage_encoder", "doc_encoder", "passages_at", "docs_at", "docs_by_position", "iter_docs", "iter_passages", "doc_text",
     "method_defaults", "derived", "name_index",
 )
 

@@ -148,7 +148,7 @@ def tune_doc_alpha(
         raise BadInputError("tuning the document stage needs questions with gold documents")
     alphas = [DOC_ALPHA.parse(a) for a in (alphas if alphas is not None else DOC_ALPHA.grid)]
     r = DhrRetriever(col, doc_stage="hybrid-max")
-    doc_ids = [d.id for d in col.store.iter_docs()]
+    doc_ids = [d.id if d is not None else "" for d in col.docs_by_position()]
     hits = dict.fromkeys(alphas, 0)
     hybrid = stage("hybrid-max")
     for i in tqdm(range(0, len(qs), 64), desc="doc alpha", disable=not progress, leave=False):

@@ -80,7 +80,7 @@ class TitleIndex:
         table, vectors = col.name_index()
         if table is not None:
             return cls(table=table, vectors=vectors)
-        titles = [d.title for d in col.iter_docs()]
+        titles = [d.title if d is not None else "" for d in col.docs_by_position()]
         return cls(titles, col.store.iter_aliases(), col.store.iter_doc_links())
 
     def __len__(self) -> int:

@@ -152,7 +152,7 @@ def bm25_assigner(col: Collection, margin: float = 1.25) -> Callable[[Or, set[st
     or Italian mathematicians": Gauss's text says "German"); otherwise the
     document stays unassigned. Alternatives that are not atoms get nothing.
     """
-    position = {d.id: i for i, d in enumerate(col.store.iter_docs())}
+    position = {d.id: i for i, d in enumerate(col.docs_by_position()) if d is not None}
 
     def assign(node: Or, docs: set[str]) -> dict[int, set[str]]:
         kids = [i for i, c in enumerate(node.children) if isinstance(c, Atom)]

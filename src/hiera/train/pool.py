@@ -35,6 +35,11 @@ class PassagePool:
 
     @classmethod
     def from_collection(cls, col: Collection) -> PassagePool:
+        if col.live is not None:  # trainers read passages by position: a build with dead rows is compacted first
+            raise IndexMissingError(
+                f"{col.root}: documents were removed or replaced since its index files were written; "
+                f"run `hiera build {col.root} --compact` before training"
+            )
         store = col.store
         docs = list(store.iter_docs())
         sep = store.title_sep
