@@ -16,8 +16,10 @@ link; the manifest (present, parsable, its format, its schema); the build's
 files against the manifest's sizes and sha256 checksums (``--quick`` skips the
 checksums, which read every byte); the corpus version the index was built at;
 the layout arrays (lengths = manifest counts, ``doc_offsets`` monotone from 0
-to the passage count, every row id present in the store); the BM25 and FAISS
-indexes and the vector matrices (their sizes = passages / documents); the
+to the passage count, every row id not tombstoned present in the store); a
+changed build's tombstones (each one's document gone from the store, the
+manifest's dead counts theirs, the delta there); the BM25 and FAISS indexes
+and the vector matrices of each segment (their sizes = passages / documents); the
 tuning file; leftover ``builds/*.partial`` and unreferenced builds; the writer
 lock.
 """
@@ -36,6 +38,7 @@ from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
 from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
+from hiera.index.segments import DELTA_DIR, TOMBSTONES, dead_masks, read_tombstones
 from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files, check_names
 from hiera.io import load_npy, loads_json
 from hiera.lock import LOCK_FILE, is_locked, read_lock_info
@@ -95,6 +98,7 @@ def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums:
                 f"(documents were ingested since); searches are refused until `hiera build {root}`",
             )
     _guard(c, "layout", lambda: _check_layout(root, build_dir, manifest, c, store))
+    _guard(c, "tombstones", lambda: _check_tombstones(build_dir, manifest, c, store))
     if manifest.shards:  # each shard is a build of its own: files, BM25, dense
         _guard(c, "shards", lambda: _check_shards(build_dir, manifest, c, checksums))
     elif files_ok:
@@ -219,11 +223,73 @@ def _check_layout(root: Path, build_dir: Path, m: Manifest, c: Checks, store: di
         return
     if store is not None and store["version"] == m.corpus_version:
         conn = store["conn"]
-        missing = _missing_rows(conn, "passages", prow) + _missing_rows(conn, "documents", drow)
+        live_docs, live_passages = _live_masks(build_dir, offs)
+        missing = _missing_rows(conn, "passages", prow[live_passages]) + _missing_rows(conn, "documents", drow[live_docs])
         if missing:
-            c.error("layout", f"{missing} row ids of the layout are not in the store (index and corpus disagree)")
+            c.error("layout", f"{missing} row ids of the layout's live (not tombstoned) rows are not in the store "
+                              f"(index and corpus disagree)")
             return
     c.ok("layout", f"{len(drow)} documents, {len(prow)} passages, offsets monotone")
+
+
+def _live_masks(build_dir: Path, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The layout's positions not tombstoned (every position of a build without tombstones); out-of-range ones ignored."""
+    dead = read_tombstones(build_dir)
+    n = len(offsets) - 1
+    return dead_masks(dead[(dead >= 0) & (dead < n)], offsets)
+
+
+def _check_tombstones(build_dir: Path, m: Manifest, c: Checks, store: dict[str, Any] | None) -> None:
+    """A changed build's tombstones against the store and the manifest (:mod:`hiera.index.segments`).
+
+    Tombstones are base positions, ascending and unique; each one's document
+    row is gone from the store (removed or replaced), while every other
+    position's row is there (the layout check); the manifest's dead counts are
+    the tombstones' and their passages' (by the offsets); the delta's files
+    exist (their row counts are the BM25 and dense checks').
+    """
+    path = build_dir / TOMBSTONES
+    if not m.updates:
+        if path.exists():
+            c.error("tombstones", f"{TOMBSTONES} is there but the manifest records no change (a build from scratch)")
+        return
+    dead = read_tombstones(build_dir)
+    base = m.updates.get("base", {})
+    nb = int(base.get("documents", m.documents))
+    problems = []
+    if dead.ndim != 1:
+        c.error("tombstones", f"{TOMBSTONES} has shape {dead.shape}, not a list of positions")
+        return
+    if len(dead) and (int(dead.min()) < 0 or int(dead.max()) >= nb):
+        c.error("tombstones", f"{TOMBSTONES} names positions outside the base's 0..{nb - 1}")
+        return
+    if bool(np.any(np.diff(dead) <= 0)):
+        problems.append(f"{TOMBSTONES} is not ascending without repeats")
+    offs = np.asarray(load_npy(build_dir / "layout" / "doc_offsets.npy"), dtype=np.int64)
+    drow = np.asarray(load_npy(build_dir / "layout" / "doc_rows.npy"), dtype=np.int64)
+    recorded = m.updates.get("dead", {})
+    counted = {"documents": len(dead), "passages": int(np.diff(offs)[dead].sum()) if len(dead) else 0}
+    for key, n in counted.items():
+        if int(recorded.get(key, 0)) != n:
+            problems.append(f"the manifest counts {recorded.get(key, 0)} dead {key}, the tombstones {n}")
+    if int(recorded.get("deleted", 0)) + int(recorded.get("superseded", 0)) != int(recorded.get("documents", 0)):
+        problems.append("the manifest's deleted and superseded documents do not add up to its dead ones")
+    if store is not None and store["version"] == m.corpus_version and len(dead):
+        held = len(dead) - _missing_rows(store["conn"], "documents", drow[dead])
+        if held:
+            problems.append(f"{held} tombstoned documents are still in the store (live documents masked from search)")
+    delta = m.updates.get("delta")
+    if delta and not (build_dir / DELTA_DIR).is_dir():
+        problems.append(f"the manifest records a delta of {delta.get('documents')} documents; {DELTA_DIR}/ is missing")
+    if not delta and (build_dir / DELTA_DIR).exists():
+        problems.append(f"{DELTA_DIR}/ is there but the manifest records no delta")
+    if problems:
+        c.error("tombstones", "; ".join(problems))
+        return
+    d_docs, d_passages = (int(delta.get("documents", 0)), int(delta.get("passages", 0))) if delta else (0, 0)
+    c.ok("tombstones", f"generation {m.updates.get('generation', 0)}: {counted['documents']} dead documents "
+                       f"({counted['passages']} passages) gone from the store; delta {d_docs} documents, "
+                       f"{d_passages} passages")
 
 
 def _missing_rows(conn: sqlite3.Connection, table: str, rows: np.ndarray) -> int:

@@ -82,45 +82,71 @@ def check_files(build_dir: Path, m: Manifest, c: Checks, checksums: bool) -> boo
     return True
 
 
+def segments(m: Manifest) -> list[tuple[str, int, int]]:
+    """``(directory, passages, documents)`` of each segment a build's index files hold.
+
+    A build from scratch is one segment; a changed build (:mod:`hiera.index.segments`)
+    is its base (the manifest's ``updates.base``) and, when it has one, its delta
+    under ``delta/``.
+    """
+    if not m.updates:
+        return [("", m.passages, m.documents)]
+    base = m.updates.get("base", {})
+    out = [("", int(base.get("passages", m.passages)), int(base.get("documents", m.documents)))]
+    delta = m.updates.get("delta")
+    if delta:
+        out.append(("delta", int(delta.get("passages", 0)), int(delta.get("documents", 0))))
+    return out
+
+
+def _where(sub: str, name: str) -> str:
+    return f"{sub}/{name}" if sub else name
+
+
 def check_bm25(build_dir: Path, m: Manifest, c: Checks) -> None:
-    """Each BM25 index holds as many texts as the manifest counts."""
+    """Each BM25 index (of each segment) holds as many texts as the manifest counts."""
     if m.bm25 is None:
         return
     from hiera.index.bm25 import Bm25Config, Bm25Index
 
     cfg = Bm25Config.from_dict(m.bm25)
-    sizes = {}
-    for name, want in (("bm25-passages", m.passages), ("bm25-docs", m.documents)):
-        n = Bm25Index.load(build_dir / name, cfg, mmap=True).size
-        if n != want:
-            c.error("bm25", f"{name} indexes {n} texts, the manifest {want}")
-            return
-        sizes[name] = n
+    sizes = {"bm25-passages": 0, "bm25-docs": 0}
+    for sub, passages, documents in segments(m):
+        for name, want in (("bm25-passages", passages), ("bm25-docs", documents)):
+            n = Bm25Index.load(build_dir / sub / name, cfg, mmap=True).size
+            if n != want:
+                c.error("bm25", f"{_where(sub, name)} indexes {n} texts, the manifest {want}")
+                return
+            sizes[name] += n
     c.ok("bm25", f"passages {sizes['bm25-passages']}, documents {sizes['bm25-docs']}")
 
 
 def check_dense(build_dir: Path, m: Manifest, c: Checks) -> None:
-    """Every float16 matrix and FAISS index has the manifest's rows and the model's dimension."""
+    """Every float16 matrix and FAISS index (of each segment) has the manifest's rows and the model's dimension."""
     if not m.models:
         return
     from hiera.index.dense import load_faiss
 
-    dense = build_dir / "dense"
     problems = []
-    for name, rows, level in (
-        ("passages", m.passages, "passage"), ("docs", m.documents, "doc"), ("docs-mean", m.documents, "passage")
-    ):
-        dim = int(m.models.get(level, {}).get("dim", 0))
-        mat_path = dense / f"{name}.f16.npy"
-        if mat_path.exists():
-            mat = load_npy(mat_path, mmap=True)
-            if mat.shape != (rows, dim):
-                problems.append(f"{mat_path.name} has shape {mat.shape}, expected ({rows}, {dim})")
-        idx_path = dense / f"{name}.faiss"
-        if idx_path.exists():
-            index = load_faiss(idx_path, mmap=True)
-            if index.ntotal != rows or index.d != dim:
-                problems.append(f"{idx_path.name} holds {index.ntotal} vectors of dim {index.d}, expected {rows} of {dim}")
+    for sub, passages, documents in segments(m):
+        dense = build_dir / sub / "dense"
+        for name, rows, level in (
+            ("passages", passages, "passage"), ("docs", documents, "doc"), ("docs-mean", documents, "passage")
+        ):
+            dim = int(m.models.get(level, {}).get("dim", 0))
+            mat_path = dense / f"{name}.f16.npy"
+            if mat_path.exists():
+                mat = load_npy(mat_path, mmap=True)
+                if mat.shape != (rows, dim):
+                    problems.append(f"{_where(sub, mat_path.name)} has shape {mat.shape}, expected ({rows}, {dim})")
+            elif sub:
+                problems.append(f"{_where(sub, mat_path.name)} is missing")
+            idx_path = dense / f"{name}.faiss"
+            if idx_path.exists():
+                index = load_faiss(idx_path, mmap=True)
+                if index.ntotal != rows or index.d != dim:
+                    problems.append(f"{_where(sub, idx_path.name)} holds {index.ntotal} vectors of dim {index.d}, "
+                                    f"expected {rows} of {dim}")
     if problems:
         c.error("dense", "; ".join(problems))
         return
