@@ -4,12 +4,58 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from hiera.cli.common import AddCommand, add_device_option, log, log_unless
+from hiera.errors import HieraError
 from hiera.spec import add_set_option
 
 
+def _build_size(build_dir: Path) -> int:
+    """Bytes of every file of a build (shards' included); a file hard-linked from another build counts too."""
+    return sum(p.stat().st_size for p in build_dir.rglob("*") if p.is_file())
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def _compact(args: argparse.Namespace) -> int:
+    """``--compact``: the live build rewritten without its dead rows and delta, with its own options, vectors reused."""
+    from hiera.builds import build_collection
+    from hiera.corpus.store import CorpusStore
+    from hiera.index.build import BuildOptions
+    from hiera.index.manifest import Manifest
+    from hiera.index.publish import live_build_dir
+
+    root = Path(args.index)
+    CorpusStore(root)  # no collection: refused in one line
+    live = live_build_dir(root)
+    if live is None:
+        raise HieraError(f"{root} has no index to compact; run `hiera build {root}`")
+    old = Manifest.read(live)
+    before = _build_size(live)
+    opts = BuildOptions.from_manifest(old)
+    opts.device, opts.progress = args.device, not args.quiet
+    t = time.perf_counter()
+    m = build_collection(root, opts, log=log_unless(args.quiet))
+    dead = (old.updates or {}).get("dead", {})
+    delta = (old.updates or {}).get("delta", {})
+    after = live_build_dir(root)
+    size = f"{_human(before)} → {_human(_build_size(after)) if after is not None else '?'}"
+    log(f"compacted {root}: removed {int(dead.get('documents', 0))} dead documents ({int(dead.get('passages', 0))} "
+        f"passages), merged a delta of {int(delta.get('documents', 0))} documents; {m.documents} documents, "
+        f"{m.passages} passages; build size {size} in {time.perf_counter() - t:.1f}s")
+    return 0
+
+
 def cmd_build(args: argparse.Namespace) -> int:
+    if args.compact:
+        return _compact(args)
     from hiera.builds import build_collection
     from hiera.index.bm25 import Bm25Config
     from hiera.index.build import BuildOptions
@@ -49,6 +95,9 @@ def register(add: AddCommand) -> None:
 
     sp = add("build", cmd_build, "build BM25 and dense indexes for a collection")
     sp.add_argument("index")
+    sp.add_argument("--compact", action="store_true",
+                    help="rewrite the live build without its removed and replaced documents, its new text merged in: "
+                         "the live build's options are kept (the others here are ignored), every vector reused")
     sp.add_argument("--no-dense", action="store_true", help="BM25 only (no encoding)")
     sp.add_argument("--no-bm25", action="store_true")
     sp.add_argument("--doc-encoder", default=DEFAULT_MODEL, help="model name or local directory")

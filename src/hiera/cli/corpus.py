@@ -1,9 +1,10 @@
-"""``hiera ingest``, ``hiera add`` and ``hiera stats``: documents into a collection, and what it holds."""
+"""``hiera ingest``, ``hiera add``, ``hiera remove`` and ``hiera stats``: documents into and out of a collection."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from hiera.cli.common import AddCommand, add_device_option, log, log_unless, print_json
 from hiera.errors import HieraError
@@ -33,9 +34,73 @@ def _report_ingest(report, args: argparse.Namespace) -> None:
         log(f"  skipped: {ex}")
 
 
-def cmd_ingest(args: argparse.Namespace) -> int:
-    from hiera.corpus.ingest import ingest
+def _build_state(root: Path, compact_at: float) -> str:
+    """What the live build is after a change: a segment's generation and dead share, or a rewrite."""
+    from hiera.index.manifest import Manifest
+    from hiera.index.publish import live_build_dir
 
+    build_dir = live_build_dir(root)
+    if build_dir is None:
+        return "no index"
+    m = Manifest.read(build_dir)
+    if not m.updates:
+        return f"the build was rewritten without dead rows ({m.documents} documents, {m.passages} passages)"
+    dead = int(m.updates.get("dead", {}).get("passages", 0))
+    return (f"generation {m.updates.get('generation', 0)}, {dead} of {m.passages} passages dead "
+            f"(compaction at {compact_at:.0%})")
+
+
+def _live_build(root: Path, hint: str) -> Path:
+    """The live build of the collection at ``root``; a one-line error (nothing created) when it has none."""
+    from hiera.corpus.store import CorpusStore
+    from hiera.index.publish import live_build_dir
+
+    CorpusStore(root)  # no collection: refused before a lock file is created
+    build_dir = live_build_dir(root)
+    if build_dir is None:
+        raise HieraError(f"{root} has no index yet; {hint}")
+    return build_dir
+
+
+def _ingest_updating(args: argparse.Namespace, command: str, rules: Any = None) -> int:
+    """Ingest, and publish the build that serves the new documents inside the ingest's transaction.
+
+    A delta segment and tombstones (:func:`hiera.builds.update_collection`):
+    replaced documents are masked, new text is indexed on its own, old vectors
+    are reused; past ``--compact-at`` the build is rewritten instead. A failure
+    or a kill before the commit leaves the collection exactly as it was
+    (documents and index). The writer lock spans the clean-up too: it settles
+    the swap's marker, which another writer must not see half-done.
+    """
+    from hiera.builds import update_collection
+    from hiera.corpus.ingest import ingest
+    from hiera.index.publish import remove_unused_builds
+    from hiera.lock import writer_lock
+
+    root = Path(args.index)
+    progress = log_unless(args.quiet)
+    with writer_lock(root, command):
+        report = ingest(
+            args.sources, args.format, root, rules=rules, skip_bad=args.skip_bad, progress=not args.quiet,
+            duplicates=args.duplicates,
+            before_commit=lambda store: update_collection(root, store, log=progress, device=args.device,
+                                                          compact_at=args.compact_at, progress=not args.quiet),
+        )
+        remove_unused_builds(root)
+    _report_ingest(report, args)
+    log(f"index updated: {_build_state(root, args.compact_at)}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Store the documents; a collection with a build gets its build updated in the same transaction."""
+    from hiera.corpus.ingest import ingest
+    from hiera.corpus.store import STORE_FILE
+    from hiera.index.publish import live_build_dir
+
+    root = Path(args.index)
+    if not args.no_index and (root / STORE_FILE).is_file() and live_build_dir(root) is not None:
+        return _ingest_updating(args, "hiera ingest", rules=_rules(args))
     report = ingest(args.sources, args.format, args.index, rules=_rules(args), skip_bad=args.skip_bad,
                     progress=not args.quiet, duplicates=args.duplicates)
     _report_ingest(report, args)
@@ -43,49 +108,44 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    """Ingest, then rebuild incrementally: old vectors are copied, not re-encoded.
-
-    The writer lock is held across both steps, so no other writer slips in between.
-    """
-    from hiera.corpus.store import CorpusStore
-    from hiera.index.publish import live_build_dir
-    from hiera.lock import writer_lock
-
-    CorpusStore(Path(args.index))  # no collection: refused before a lock file is created
-    if live_build_dir(Path(args.index)) is None:
-        raise HieraError(f"{args.index} has no index yet; use `hiera ingest` then `hiera build`")
-    with writer_lock(Path(args.index), "hiera add"):
-        return _add(args)
+    """Ingest into an indexed collection and update its build in one transaction: old vectors are reused."""
+    _live_build(Path(args.index), "use `hiera ingest` then `hiera build`")
+    return _ingest_updating(args, "hiera add")
 
 
-def _add(args: argparse.Namespace) -> int:
-    from hiera.builds import build_collection
-    from hiera.corpus.ingest import ingest
-    from hiera.index.build import BuildOptions
-    from hiera.index.manifest import Manifest
-    from hiera.index.publish import live_build_dir, remove_unused_builds
-    from hiera.lock import writer_lock
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Remove the named documents and publish the build without them, in one transaction."""
+    from hiera.builds import remove_documents, select_documents
 
-    build_dir = live_build_dir(Path(args.index))
-    if build_dir is None:
-        raise HieraError(f"{args.index} has no index yet; use `hiera ingest` then `hiera build`")
-    old = Manifest.read(build_dir)
-    opts = BuildOptions.from_manifest(old)
-    opts.progress = not args.quiet
-    opts.device = args.device
-    progress = log_unless(args.quiet)
-    # The new index is built inside the ingest's transaction and swapped in just before it commits:
-    # a failure or a kill before that leaves the collection exactly as it was (documents and index).
-    # The lock spans the clean-up too: it settles the swap's marker, which another writer must not see half-done.
-    with writer_lock(Path(args.index), "hiera add"):
-        report = ingest(
-            args.sources, args.format, args.index, skip_bad=args.skip_bad, progress=not args.quiet,
-            duplicates=args.duplicates,
-            before_commit=lambda store: build_collection(args.index, opts, log=progress, store=store),
-        )
-        remove_unused_builds(Path(args.index))
-    _report_ingest(report, args)
+    root = Path(args.index)
+    _live_build(root, f"remove documents after `hiera build {root}`")
+    ids = select_documents(root, ids=args.ids or (), titles=args.titles or (), source=args.source, filter=args.filter)
+    report = remove_documents(root, ids, log=log_unless(args.quiet), device=args.device, compact_at=args.compact_at,
+                              progress=not args.quiet)
+    log(f"removed {report.documents} documents ({report.passages} passages); {_build_state(root, args.compact_at)}")
     return 0
+
+
+def _updates_stats(m: Any) -> dict[str, Any]:
+    """What the live build's changes left in it: live, deleted and superseded documents, the delta, the dead share.
+
+    A build from scratch is generation 0 with nothing dead and no delta.
+    """
+    u = m.updates or {}
+    dead, delta = u.get("dead", {}), u.get("delta", {})
+    dead_docs, dead_passages = int(dead.get("documents", 0)), int(dead.get("passages", 0))
+    return {
+        "generation": int(u.get("generation", 0)),
+        "live_documents": m.documents - dead_docs,
+        "live_passages": m.passages - dead_passages,
+        "deleted": int(dead.get("deleted", 0)),
+        "superseded": int(dead.get("superseded", 0)),
+        "dead_documents": dead_docs,
+        "dead_passages": dead_passages,
+        "delta_documents": int(delta.get("documents", 0)),
+        "delta_passages": int(delta.get("passages", 0)),
+        "dead_share": round(dead_passages / max(1, m.passages), 4),
+    }
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -106,6 +166,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "faiss": m.faiss,
             "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": m.defaults,
+            "updates": _updates_stats(m),
         }
         if not stats["index"]["stale"] and not m.shards:
             from hiera.builds import open_collection
@@ -117,8 +178,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print_json(stats)
     else:
         fields = stats.pop("filter_fields", None)
+        updates = stats["index"].pop("updates") if "index" in stats else None
         for k, v in stats.items():
             print(f"{k:>18}: {v}")
+        if updates is not None:
+            print(f"{'updates':>18}: generation {updates['generation']}; {updates['live_documents']} live documents "
+                  f"({updates['live_passages']} passages); dead {updates['dead_documents']} documents "
+                  f"({updates['deleted']} deleted, {updates['superseded']} superseded), {updates['dead_passages']} "
+                  f"passages, {updates['dead_share']:.1%} of the build; delta {updates['delta_documents']} documents "
+                  f"({updates['delta_passages']} passages)")
         if fields is not None:
             print(f"{'filter fields':>18}: " + ", ".join(f"{f['field']} ({f['type']}, {f['level']}, {f['count']})"
                                                        for f in fields))
@@ -136,25 +204,58 @@ def _duplicates_option(sp: argparse.ArgumentParser) -> None:
     )
 
 
+def _share(text: str) -> float:
+    """``--compact-at``'s type: a share in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _change_options(sp: argparse.ArgumentParser) -> None:
+    """``--compact-at`` and ``--device``: how a change updates the live build."""
+    from hiera.index.segments import COMPACT_AT
+
+    sp.add_argument("--compact-at", type=_share, default=COMPACT_AT, metavar="F",
+                    help=f"rewrite the whole build instead of adding a segment once dead and new passages would "
+                         f"pass this share of the build's (default {COMPACT_AT})")
+    add_device_option(sp)
+
+
 def register(add: AddCommand) -> None:
     from hiera.corpus.readers import FORMATS
 
-    sp = add("ingest", cmd_ingest, "create or update a collection from source files")
+    sp = add("ingest", cmd_ingest, "create or update a collection from source files (and its build, if it has one)")
     sp.add_argument("sources", nargs="+")
     sp.add_argument("--format", "-f", required=True, help=f"one of: {', '.join(sorted(FORMATS))}")
     sp.add_argument("--index", "-i", required=True, help="collection directory")
     sp.add_argument("--skip-bad", action="store_true", help="skip malformed records and count them")
     sp.add_argument("--max-words", type=int, default=None, help="passage length limit (default 100)")
     sp.add_argument("--title-sep", default=None, help='passage title separator (default ", ")')
+    sp.add_argument("--no-index", action="store_true",
+                    help="store the documents only: a built collection's searches are then refused until "
+                         "`hiera build` (by default its build is updated in the same transaction, as `hiera add` does)")
     _duplicates_option(sp)
+    _change_options(sp)
 
-    sp = add("add", cmd_add, "append documents to an indexed collection (old vectors are reused)")
+    sp = add("add", cmd_add, "add or replace documents of an indexed collection (old vectors are reused)")
     sp.add_argument("index")
     sp.add_argument("sources", nargs="+")
     sp.add_argument("--format", "-f", required=True)
     sp.add_argument("--skip-bad", action="store_true")
     _duplicates_option(sp)
-    add_device_option(sp)
+    _change_options(sp)
+
+    sp = add("remove", cmd_remove, "remove documents from an indexed collection (its build is updated, not rebuilt)")
+    sp.add_argument("index")
+    sp.add_argument("--ids", nargs="+", metavar="ID", help="document ids")
+    sp.add_argument("--titles", nargs="+", metavar="TITLE", help="document titles (or redirects to them)")
+    sp.add_argument("--source", default=None, metavar="NAME", help="every document of this source")
+    sp.add_argument("--filter", default=None, metavar="EXPR", help="every document this filter matches (as in search)")
+    _change_options(sp)
 
     sp = add("stats", cmd_stats, "print collection statistics")
     sp.add_argument("index")
