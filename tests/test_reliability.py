@@ -63,11 +63,15 @@ def test_second_writer_refused_then_stale_lock_cleared(fixtures) -> None:
     assert ok, message
 
 
+@pytest.mark.parametrize(("compact_at", "step"), [("1", "write_segment"), ("0.01", "_build_into")])
 def test_failed_build_inside_add_rolls_the_ingest_back(bm25_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys) -> None:
-    """``hiera add`` builds inside the ingest's transaction: a failing build leaves documents and index as they were."""
+                                                       capsys, compact_at: str, step: str) -> None:
+    """``hiera add`` updates the build inside the ingest's transaction: a failure leaves documents and index as they were.
+
+    Both ways a change publishes fail here: a delta segment, and (past ``--compact-at``) a rewrite of the build.
+    """
     from hiera.cli import main
-    from hiera.index import build as build_mod
+    from hiera.index import update as update_mod
     from hiera.index.publish import live_build_dir
 
     root = bm25_copy
@@ -77,8 +81,8 @@ def test_failed_build_inside_add_rolls_the_ingest_back(bm25_copy: Path, tmp_path
     def boom(*a, **k):
         raise HieraError("simulated failure while building")
 
-    monkeypatch.setattr(build_mod, "_build_into", boom)
-    assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "-q"]) == 2
+    monkeypatch.setattr(update_mod, step, boom)
+    assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "--compact-at", compact_at, "-q"]) == 2
     assert "simulated failure" in capsys.readouterr().err
     assert helpers.export_digest(root) == before and live_build_dir(root) == live
     assert sorted(p.name for p in (root / "builds").iterdir()) == [live.name]

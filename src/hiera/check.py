@@ -226,8 +226,8 @@ def _check_layout(root: Path, build_dir: Path, m: Manifest, c: Checks, store: di
         live_docs, live_passages = _live_masks(build_dir, offs)
         missing = _missing_rows(conn, "passages", prow[live_passages]) + _missing_rows(conn, "documents", drow[live_docs])
         if missing:
-            c.error("layout", f"{missing} row ids of the layout's live (not tombstoned) rows are not in the store "
-                              f"(index and corpus disagree)")
+            dead = " and not tombstoned" if m.updates else ""
+            c.error("layout", f"{missing} row ids of the layout are not in the store{dead} (index and corpus disagree)")
             return
     c.ok("layout", f"{len(drow)} documents, {len(prow)} passages, offsets monotone")
 
