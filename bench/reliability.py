@@ -70,6 +70,7 @@ from bench.common import OUT, REPO, Report, write_json
 
 DOC = REPO / "docs" / "RELIABILITY.md"
 QUERIES_PER_STATE = 8
+UPDATE_FIXTURES = ("remove", "update", "compact")
 
 # -- a seeded synthetic corpus ------------------------------------------------------------------------------
 _SYL = ["ka", "lo", "mi", "ren", "tor", "vas", "qui", "del", "sun", "bar", "nel", "pho", "gri", "zen", "mur", "tal"]
@@ -177,6 +178,26 @@ class StateProbe:
         return h.hexdigest()
 
 
+    def returned(self, root: Path, doc_ids: set[str]) -> int:
+        """How many hits of the fixed searches (every method of the probe) are documents of ``doc_ids``."""
+        from hiera.builds import open_collection
+        from hiera.errors import HieraError
+        from hiera.retrieve import get_retriever
+
+        if not doc_ids or not (root / "corpus.sqlite").exists():
+            return 0
+        try:
+            col = open_collection(root)
+        except HieraError:
+            return 0
+        if self._encoder is not None and col.has_dense:
+            col.view.__dict__["passage_encoder"] = col.view.__dict__["doc_encoder"] = self._encoder
+        n = sum(1 for name in self.methods for res in get_retriever(name, col).batch_search(self.queries, k=10)
+                for hit in res.hits if hit.doc_id in doc_ids)
+        col.store.close()
+        return n
+
+
 # -- fixtures: a collection before the command, and the command ----------------------------------------------
 @dataclass
 class Fixture:
@@ -190,10 +211,61 @@ class Fixture:
     after: str = ""
     clean_s: float = 0.0
     to_marker_s: float = 0.0
+    removed: frozenset[str] = frozenset()  # documents the command removes: no search may return them afterwards
+    versions: tuple[int | None, int | None] = (None, None)  # the store's version before and after a clean run
 
 
 def hiera(*args: str) -> list[str]:
     return [sys.executable, "-m", "hiera", *args]
+
+
+def python(code: str) -> list[str]:
+    """A change made through the library (``hiera.builds``) in a subprocess of its own, run from the repository root."""
+    return [sys.executable, "-c", code]
+
+
+def remove_argv(ids: list[str], compact_at: float | None = None) -> Callable[[Path], list[str]]:
+    extra = "" if compact_at is None else f", compact_at={compact_at}"
+    # only the ids still held: a rerun after a removal that landed has nothing left to remove (and must not fail)
+    return lambda r: python(
+        "from hiera.builds import remove_documents; from hiera.corpus.store import CorpusStore; "
+        f"left = [i for i in {ids!r} if CorpusStore({str(r)!r}).canonical_id(i) is not None]; "
+        f"left and remove_documents({str(r)!r}, left, log=lambda s: None, progress=False{extra})")
+
+
+def update_argv(path: Path, compact_at: float | None = None) -> Callable[[Path], list[str]]:
+    """Re-ingest ``path`` with the build published inside the ingest's transaction (a delta segment)."""
+    extra = "" if compact_at is None else f", compact_at={compact_at}"
+    return lambda r: python(
+        "from hiera.builds import update_collection; from hiera.corpus.ingest import ingest; "
+        f"ingest([{str(path)!r}], 'hiera-jsonl', {str(r)!r}, progress=False, "
+        f"before_commit=lambda st: update_collection({str(r)!r}, st, log=lambda s: None, progress=False{extra}))")
+
+
+def store_version(root: Path) -> int | None:
+    from hiera.corpus.store import CorpusStore
+
+    if not (root / "corpus.sqlite").exists():
+        return None
+    store = CorpusStore(root)
+    try:
+        return store.version
+    finally:
+        store.close()
+
+
+def compact_argv() -> Callable[[Path], list[str]]:
+    return lambda r: python(f"from pathlib import Path; from bench.updates import compact; compact(Path({str(r)!r}))")
+
+
+def revised(docs: list[Any]) -> list[Any]:
+    """``docs`` with one section changed each: a sentence appended to its first paragraph."""
+    out = []
+    for d in docs:
+        d = type(d).from_dict(d.to_dict())
+        d.sections[0].paragraphs[0] += f" Revised text for {d.id} talvas."
+        out.append(d)
+    return out
 
 
 def journal_marker(root: Path) -> bool:
@@ -239,6 +311,24 @@ def make_fixtures(work: Path, n_docs: int, n_dense_docs: int, seed: int, with_de
                 lambda r: hiera("add", str(r), str(b), "--format", "hiera-jsonl", "-q"), journal_marker, probe),
         Fixture("build", "SIGKILL `hiera build` (BM25, other parameters)", bm25,
                 lambda r: hiera("build", str(r), "--no-dense", "--bm25-k1", "1.5", "--bm25-b", "0.6", "-q"), partial_marker, probe),
+    ]
+    # a living collection: removals, re-ingested documents and compaction of a segmented build
+    rng = random.Random(seed + 5)
+    gone = sorted(d.id for d in rng.sample(base, max(2, n_docs // 10)))
+    kept = [d for d in base if d.id not in set(gone)]
+    changed = write_docs(data / "changed.jsonl", revised(rng.sample(kept, max(2, n_docs // 10))))
+    segmented = t / "segmented"
+    if not segmented.exists():
+        shutil.copytree(bm25, segmented, symlinks=True)
+        subprocess.run(remove_argv(gone, compact_at=1.0)(segmented), env=run_env(cache), check=True)
+        subprocess.run(update_argv(changed, compact_at=1.0)(segmented), env=run_env(cache), check=True)
+    fixtures += [
+        Fixture("remove", "SIGKILL a removal (`hiera.builds.remove_documents`, 10% of the documents)", bm25,
+                remove_argv(gone, compact_at=1.0), journal_marker, probe, removed=frozenset(gone)),
+        Fixture("update", "SIGKILL an update (re-ingest, delta segment published in the transaction)", bm25,
+                update_argv(changed), journal_marker, probe),
+        Fixture("compact", "SIGKILL a compaction (segmented build rewritten in a store transaction)", segmented,
+                compact_argv(), partial_marker, probe, removed=frozenset(gone)),
     ]
     if with_dense:
         dbase = synthetic_docs(n_dense_docs, seed + 3, prefix="v")
@@ -298,6 +388,7 @@ def _classify(fx: Fixture, digest: str) -> str:
 def prepare(fx: Fixture, work: Path, env: dict[str, str]) -> None:
     """Digest before; a warm-up run (fills the embedding cache), then a clean run, timed (to the marker too), for the digest after."""
     fx.before = fx.probe.digest(fx.template)
+    fx.versions = (store_version(fx.template), None)
     warm = fresh_copy(fx, work, "warm")
     subprocess.run(fx.argv(warm), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shutil.rmtree(warm, ignore_errors=True)
@@ -315,6 +406,7 @@ def prepare(fx: Fixture, work: Path, env: dict[str, str]) -> None:
     fx.clean_s = time.perf_counter() - t0
     fx.to_marker_s = seen if seen is not None else 0.0
     fx.after = fx.probe.digest(root)
+    fx.versions = (fx.versions[0], store_version(root))
     if fx.after == fx.before:
         raise SystemExit(f"{fx.name}: the command does not change the observable state; the trial would prove nothing")
     shutil.rmtree(root)
@@ -375,6 +467,12 @@ def landed_kill_trial(fx: Fixture, tag: str, work: Path, env: dict[str, str], af
 def _after(fx: Fixture, root: Path, killed: bool, env: dict[str, str], note: str = "") -> Outcome:
     errors = _check_errors(root)
     state = _classify(fx, fx.probe.digest(root))
+    if fx.removed and state == "after" and (n := fx.probe.returned(root, set(fx.removed))):
+        errors.append(f"searches returned {n} hits of removed documents")
+    if fx.name in UPDATE_FIXTURES and state in ("before", "after"):
+        want = fx.versions[0 if state == "before" else 1]
+        if (got := store_version(root)) != want:
+            errors.append(f"store version {got} in the {state} state, expected {want}")
     rerun = subprocess.run(fx.argv(root), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rerun_state = _classify(fx, fx.probe.digest(root)) if rerun.returncode == 0 else f"rc {rerun.returncode}"
     out = Outcome(killed, state, errors, rerun.returncode == 0, rerun_state, note or rerun.stderr.strip()[-300:])
@@ -667,6 +765,7 @@ def summarize(fx: Fixture, outcomes: list[Outcome]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=4, help="kills per BM25 fixture (ingest, add, build)")
+    ap.add_argument("--update-trials", type=int, default=4, help="kills per living-collection fixture (remove, update, compact)")
     ap.add_argument("--dense-trials", type=int, default=2, help="kills per dense fixture (add, build, tune); 0: none")
     ap.add_argument("--docs", type=int, default=300, help="documents in the BM25 collection")
     ap.add_argument("--dense-docs", type=int, default=30, help="documents in the dense collection")
@@ -708,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         if only and fx.name not in only:
             continue
         prepare(fx, work, env)
-        n = args.dense_trials if fx.probe.dense else args.trials
+        n = args.dense_trials if fx.probe.dense else args.update_trials if fx.name in UPDATE_FIXTURES else args.trials
         outcomes = []
         for i in range(n):
             o = landed_kill_trial(fx, str(i), work, env, *trial_delay(fx, i, rng))
