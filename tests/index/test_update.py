@@ -198,3 +198,13 @@ def test_a_graph_index_base_with_a_delta(tmp_path: Path) -> None:
     assert col.faiss_types["passage"] == "HNSW32"
     found = {d for hits in _lists(col, "dense") for d, _ in hits}
     assert "volcanoes" not in found and {d.id for d in helpers.make_extra_docs()} & found
+
+
+def test_filter_fields_count_only_live_documents(changed: dict) -> None:
+    from hiera.index.filters import fields_of
+
+    col = open_collection(changed["root"])
+    fields = {f["field"]: f for f in fields_of(col)}
+    live = sum(1 for _ in col.iter_docs())
+    assert fields["id"]["count"] == fields["title"]["count"] == live < col.n_docs
+    assert fields["section"]["count"] == col.live.n_passages

@@ -301,8 +301,8 @@ def _read_fields(view: View) -> dict[str, Field]:
             col = meta.setdefault(key, [None] * n_docs)
             col[pos] = [str(x) for x in v] if isinstance(v, list) else v
     out = {
-        "id": Field("id", "text", "doc", ids, n_docs),
-        "title": Field("title", "text", "doc", titles, n_docs),
+        "id": Field("id", "text", "doc", ids, sum(i is not None for i in ids)),  # a dead position has none
+        "title": Field("title", "text", "doc", titles, sum(t is not None for t in titles)),
         "source": Field("source", "list", "doc", sources, sum(s is not None for s in sources)),
         "categories": Field("categories", "list", "doc", cats, sum(c is not None for c in cats)),
     }
@@ -319,7 +319,7 @@ def _read_fields(view: View) -> dict[str, Field]:
     for (_, path), pos in zip(prow, pat.tolist(), strict=True):
         if pos >= 0:
             sections[pos] = SECTION_SEP.join(json.loads(path))
-    out["section"] = Field("section", "text", "passage", sections, len(sections))
+    out["section"] = Field("section", "text", "passage", sections, sum(s is not None for s in sections))
     return out
 
 
