@@ -871,7 +871,8 @@ def main(argv: list[str] | None = None) -> int:
         ray_rows = ray_faults.run_all(ray_args)
         all_ok &= all(r["outcome"] == "pass" for r in ray_rows)
 
-    run = (f"trials {args.trials} per BM25 fixture ({args.docs} documents), {args.dense_trials} per dense fixture "
+    run = (f"trials {args.trials} per BM25 fixture ({args.docs} documents), {args.update_trials} per update fixture, "
+           f"{args.dense_trials} per dense fixture "
            f"({args.dense_docs} documents), seed {args.seed}, fuzz profile {args.fuzz}; "
            f"{time.perf_counter() - t_all:.0f}s on {os.cpu_count()} cores")
     rep.print("reliability", ["fault", "trials", "killed", "before", "after", "other", "check errors", "rerun ok", "outcome"])
