@@ -112,18 +112,27 @@ def select_documents(root: str | Path, ids: Sequence[str] = (), titles: Sequence
 
 
 def remove_documents(root: str | Path, doc_ids: Sequence[str], log: Callable[[str], None] = print,
-                     device: str = "auto", compact_at: float = COMPACT_AT, progress: bool = True) -> RemoveReport:
+                     device: str = "auto", compact_at: float = COMPACT_AT, progress: bool = True,
+                     before_commit: Callable[[], None] | None = None) -> RemoveReport:
     """Remove documents and publish the build without them, in one transaction (``hiera remove``).
 
     Holds the writer lock throughout; a refusal (unknown id, every document)
     or a failure of the build leaves the collection exactly as it was.
+    ``before_commit`` runs last inside the transaction, once the new build is
+    published: a server that removes documents holds its searches there, so
+    that none reads the old build's rows after they are gone from the store.
     """
     root = Path(root)
     store = CorpusStore(root)
     if live_build_dir(root) is None:
         raise BadInputError(f"{root} has no index yet; remove documents after `hiera build {root}`")
+
+    def publish() -> None:
+        update_collection(root, store, log=log, device=device, compact_at=compact_at, progress=progress)
+        if before_commit is not None:
+            before_commit()
+
     with writer_lock(root, "hiera remove"):
-        report = store.remove(doc_ids, before_commit=lambda: update_collection(
-            root, store, log=log, device=device, compact_at=compact_at, progress=progress))
+        report = store.remove(doc_ids, before_commit=publish)
         remove_unused_builds(root)
     return report

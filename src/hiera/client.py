@@ -21,9 +21,10 @@ Design:
   carrying the server's one-line ``detail``, its HTTP ``status`` and the URL;
   the subclass says what kind: :class:`RequestError` (400/422, also a
   ``BadInputError``), :class:`AuthError` (401/403), :class:`NotFoundError`
-  (404), :class:`UnavailableError` (503: a stale index, a full queue, or no
-  server at the address) and :class:`SearchTimeoutError` (504, or no answer
-  within ``timeout``).
+  (404), :class:`ConflictError` (409: a write the collection's state refuses),
+  :class:`UnavailableError` (503: a stale index, a full queue, or no server
+  at the address) and :class:`SearchTimeoutError` (504, or no answer within
+  ``timeout``).
 * The API key comes from ``api_key`` or ``$HIERA_API_KEY``, as the server's does.
 * httpx is imported when a client is made: ``pip install 'hiera[client]'``.
 """
@@ -65,6 +66,10 @@ class NotFoundError(ServerError):
     """404: no such document (or endpoint)."""
 
 
+class ConflictError(ServerError):
+    """409: a write refused by the collection's state (another writer holds it, or it would remove every document)."""
+
+
 class UnavailableError(ServerError):
     """503, or nothing listening: the index is being rebuilt, the search queue is full, or the server is down."""
 
@@ -75,7 +80,7 @@ class SearchTimeoutError(ServerError):
 
 _BY_STATUS: dict[int, type[ServerError]] = {
     400: RequestError, 413: RequestError, 422: RequestError, 401: AuthError, 403: AuthError, 404: NotFoundError,
-    503: UnavailableError, 504: SearchTimeoutError,
+    409: ConflictError, 503: UnavailableError, 504: SearchTimeoutError,
 }
 
 
@@ -118,6 +123,21 @@ class Answers:
                  for t in d.get("trace") or []]
         return cls(question=str(d["question"]), answers=[Answer.from_dict(a) for a in d.get("answers") or []],
                    results=results, reader=dict(d.get("reader") or {}), trace=trace)
+
+
+@dataclass(frozen=True)
+class RemovedDocuments:
+    """``DELETE /documents/{id}``'s body: the ids removed, how many documents and passages, the new corpus version."""
+
+    removed: list[str]
+    documents: int
+    passages: int
+    generation: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RemovedDocuments:
+        return cls(removed=[str(i) for i in d["removed"]], documents=int(d["documents"]), passages=int(d["passages"]),
+                   generation=int(d["generation"]))
 
 
 def _query_value(v: Any) -> str | int | float:
@@ -167,10 +187,14 @@ class HieraClient:
         return f"HieraClient({self.url!r})"
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self._request("GET", path, params)
+
+    def _request(self, verb: str, path: str, params: dict[str, Any] | None = None) -> Any:
         httpx = self._httpx
         url = f"{self.url}{path}"
         try:
-            r = self._http.get(path, params={k: _query_value(v) for k, v in (params or {}).items() if v is not None})
+            r = self._http.request(
+                verb, path, params={k: _query_value(v) for k, v in (params or {}).items() if v is not None})
         except httpx.TimeoutException:
             raise SearchTimeoutError(f"no answer within {self.timeout:g} s (timeout=)", None, url) from None
         except httpx.TransportError as e:
@@ -222,6 +246,21 @@ class HieraClient:
         if not isinstance(doc_id, str) or not doc_id:
             raise BadInputError("a document id is a non-empty string")
         return self._get(f"/documents/{quote(doc_id, safe='')}")
+
+    def remove(self, doc_id: str) -> RemovedDocuments:
+        """``DELETE /documents/{id}``: remove the document (by id, or an id merged into it) from the served collection.
+
+        The server must have been started with an API key (a :class:`AuthError`
+        otherwise); an unknown id is a :class:`NotFoundError`, a busy
+        collection or its last document a :class:`ConflictError`, each with the
+        server's sentence and nothing changed. Once this returns, the server's
+        searches no longer return the document.
+        """
+        from urllib.parse import quote
+
+        if not isinstance(doc_id, str) or not doc_id:
+            raise BadInputError("a document id is a non-empty string")
+        return RemovedDocuments.from_dict(self._request("DELETE", f"/documents/{quote(doc_id, safe='')}"))
 
     def methods(self) -> list[dict[str, Any]]:
         """``/methods``: every retriever and reader with the server's defaults and what each lacks there."""

@@ -25,6 +25,7 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,10 +38,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from hiera.builds import open_collection
+from hiera.builds import open_collection, remove_documents
 from hiera.collection import Collection
-from hiera.errors import HieraError, ShardUnavailableError
+from hiera.errors import BadInputError, HieraError, ShardUnavailableError
 from hiera.index.exact import resolve_placement
+from hiera.lock import CollectionBusyError
 from hiera.results import TraceStep
 from hiera.retrieve.protocol import Retriever
 from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, Guard
@@ -52,7 +54,7 @@ from hiera.serve.params import (
     request_parameters,
     validation_message,
 )
-from hiera.serve.pool import SearchPool
+from hiera.serve.pool import Gate, SearchPool
 from hiera.serve.service import Service, document_payload
 from hiera.shard.fanout import ShardCalls, shard_calls
 from hiera.spec import MAX_K, MAX_QUERY_CHARS, reader_spec
@@ -120,6 +122,7 @@ def create_app(
     service = Service(Path(root), reranker=reranker, rerank_depth=rerank_depth, vectors=vectors, opener=opener,
                       reader=reader, device=placement.device)
     pool = SearchPool(search_timeout, max_pending=max_pending)
+    gate = Gate()  # searches share it; a removal holds it alone from its commit to the reload
     service.limits = {"search_timeout_s": search_timeout, "body_bytes": max_body, "pending_searches": max_pending}
 
     @asynccontextmanager
@@ -225,7 +228,7 @@ def create_app(
         def timed() -> dict[str, Any]:
             t0 = time.perf_counter()
             budget = pool.timeout - SHARD_WAIT_MARGIN_S - (time.monotonic() - arrived)
-            with shard_calls(partial=partial, timeout=max(0.0, budget)) as calls:
+            with gate.search(), shard_calls(partial=partial, timeout=max(0.0, budget)) as calls:
                 body = work()
             if partial:
                 mark_partial(body, calls)
@@ -246,9 +249,11 @@ def create_app(
         under ``ignored``): the web page sends its controls' values whatever
         the method, and that must not be an error.
         """
-        r, params, ignored = checked_request(request, q, retriever, rerank, given, filter)
+        _, params, ignored = checked_request(request, q, retriever, rerank, given, filter)
         fkw = {"filter": filter} if filter else {}
-        return await respond(lambda: r.search(q, k=k, level=level, **fkw, **params).to_dict(), ignored, partial)
+        # the retriever is looked up again in the pool: the build may have been swapped while the search waited
+        return await respond(lambda: service.retriever(retriever, rerank=rerank).search(
+            q, k=k, level=level, **fkw, **params).to_dict(), ignored, partial)
 
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
@@ -288,7 +293,8 @@ def create_app(
         def run() -> dict[str, Any]:
             from hiera.read.pipeline import read_results
 
-            res = r.search(q, k=k, level="passage", **({"filter": filter} if filter else {}), **params)
+            res = service.retriever(retriever, rerank=rerank).search(
+                q, k=k, level="passage", **({"filter": filter} if filter else {}), **params)
             sep = service.col.store.title_sep
             return read_results(reader, res, sep, **read).to_dict()
 
@@ -323,6 +329,53 @@ def create_app(
             shown = doc_id if len(doc_id) <= 80 else doc_id[:77] + "..."
             raise HTTPException(status_code=404, detail=f"no document with id {shown!r}")
         return JSONResponse(document_payload(service, doc))
+
+    writing = threading.Lock()  # one write of this server at a time (the writer lock is re-entrant in a process)
+
+    @app.delete("/documents/{doc_id:path}", summary="Remove one document and serve the build without it")
+    def delete_document(doc_id: str) -> JSONResponse:
+        """Remove the document (by id, or an id merged into it) and publish the build without it.
+
+        Writes need a key: a server started without ``--api-key`` refuses
+        them (403), since anyone who can reach it could otherwise empty the
+        collection. The change is one transaction (:func:`hiera.builds.remove_documents`):
+        a refusal leaves the collection as it was. The service reloads before
+        answering, so the next search never returns the removed document.
+        """
+        if not api_key:
+            raise HTTPException(status_code=403, detail="writes need an API key: start the server with "
+                                "`hiera serve DIR --api-key KEY` (or $HIERA_API_KEY) and send it")
+        shown = doc_id if len(doc_id) <= 80 else doc_id[:77] + "..."
+        store = service.col.store
+        if not 0 < len(doc_id) <= MAX_DOC_ID_CHARS or store.canonical_id(doc_id) is None:
+            raise HTTPException(status_code=404, detail=f"no document with id {shown!r}; nothing removed")
+        if not writing.acquire(blocking=False):
+            raise HTTPException(status_code=409, detail="the collection is busy: this server is already removing "
+                                "documents; retry when that finishes")
+        held = False
+
+        def hold_searches() -> None:  # the new build is published; the commit comes next
+            nonlocal held
+            gate.hold()
+            held = True
+
+        try:
+            report = remove_documents(service.root, [doc_id], log=log.info, device=placement.device, progress=False,
+                                      before_commit=hold_searches)
+            service.refresh(wait=True)  # searches resume on the build without the document
+        except CollectionBusyError as e:
+            raise HTTPException(status_code=409, detail=str(e)) from None
+        except BadInputError as e:  # the last document, or removed by another writer since the look above
+            status = 404 if store.canonical_id(doc_id) is None else 409
+            raise HTTPException(status_code=status, detail=str(e)) from None
+        finally:
+            if held:
+                gate.release()
+            writing.release()
+        log.info("removed %s (%d passages): now serving build %s", ", ".join(report.ids), report.passages,
+                 service.col.build_dir.name)
+        return JSONResponse({"removed": report.ids, "documents": report.documents, "passages": report.passages,
+                             "generation": service.col.manifest.corpus_version})
 
     @app.get("/health", summary="Collection statistics, models and retrievers")
     def health() -> JSONResponse:

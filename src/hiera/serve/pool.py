@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import HTTPException
@@ -71,3 +72,45 @@ class SearchPool:
             executor, self.executor = self.executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+class Gate:
+    """Searches share it; a write of the server holds it alone from its commit until the new build is served.
+
+    Between a removal's commit and the swap to the build without it, the
+    old build would hand out row ids the store no longer holds. A waiting
+    write holds new searches back, so a steady stream of them cannot starve it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._searches = 0
+        self._write = False  # held, or waited for
+
+    @contextmanager
+    def search(self) -> Iterator[None]:
+        with self._cond:
+            while self._write:
+                self._cond.wait()
+            self._searches += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._searches -= 1
+                if not self._searches:
+                    self._cond.notify_all()
+
+    def hold(self) -> None:
+        """Wait for the searches under way to finish and keep new ones waiting until :meth:`release`."""
+        with self._cond:
+            while self._write:
+                self._cond.wait()
+            self._write = True
+            while self._searches:
+                self._cond.wait()
+
+    def release(self) -> None:
+        with self._cond:
+            self._write = False
+            self._cond.notify_all()

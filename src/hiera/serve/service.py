@@ -75,17 +75,25 @@ class Service:
         retrievers: dict[str, Retriever] = {n: get_retriever(n, col) for n in available}
         self.col, self.missing, self.available, self.retrievers = col, missing, available, retrievers
 
-    def refresh(self, every: float = 1.0) -> None:
-        """Pick up a build swapped in since the last look (``hiera build``/``add``), without a restart.
+    def refresh(self, every: float = 1.0, wait: bool = False) -> None:
+        """Pick up a build swapped in since the last look (``hiera build``/``add``/``remove``), without a restart.
 
-        At most one look a second: a readlink and the corpus version. The new
+        A look (a readlink and the corpus version) at most once a second, and
+        at once when the corpus version moved past the served build's (another
+        process committed a change: the old build's rows may be gone). The new
         build is opened and warmed while the old one keeps answering. If
         documents were ingested but not yet built, searches are refused with a
         message saying so until a build arrives (the old index no longer
         describes the corpus).
+
+        ``wait``: look now, waiting for a look already under way (the server's
+        own write calls it so that the next request is answered from the build
+        it published, not from the one a concurrent look had just opened).
         """
         now = time.monotonic()
-        if now - self._checked < every or not self._reload_lock.acquire(blocking=False):
+        if not wait and now - self._checked < every and not self._moved():
+            return
+        if not self._reload_lock.acquire(blocking=wait):
             return
         try:
             self._checked = now
@@ -112,6 +120,10 @@ class Service:
             )
         finally:
             self._reload_lock.release()
+
+    def _moved(self) -> bool:
+        """Whether a change was committed since the served build (one SQL read; not while already stale)."""
+        return self.stale is None and self.col.store.version != self.col.manifest.corpus_version
 
     def warmup(self) -> None:
         """Load every index and model and run one search per retriever (numba, BLAS, caches)."""
