@@ -1,20 +1,33 @@
 """hiera: hierarchical retrieval for open-domain question answering.
 
 The package is import-light on purpose: heavy libraries (torch, faiss, bm25s)
-are imported by the modules that need them, never here. ``open_collection``
-is resolved on first use (PEP 562), so ``import hiera`` loads nothing else.
+are imported by the modules that need them, never here. The names below are
+resolved on first use (PEP 562), so ``import hiera`` loads nothing else:
+
+* ``open_collection(root)``: the collection at ``root``, on its live build;
+* ``select_documents(root, ids=, titles=, source=, filter=)``: the ids of the
+  documents those selectors name, refused in one line if one matches nothing;
+* ``remove_documents(root, ids)``: remove them and publish the build without
+  them in one transaction (a running ``hiera serve`` answers from it at its
+  next search).
 """
 
 from typing import Any
 
 from hiera.version import __version__
 
-__all__ = ["__version__", "open_collection"]
+__all__ = ["__version__", "open_collection", "remove_documents", "select_documents"]
+
+_LAZY = {"open_collection", "remove_documents", "select_documents"}  # all in hiera.builds
 
 
 def __getattr__(name: str) -> Any:
-    if name == "open_collection":
-        from hiera.builds import open_collection
+    if name in _LAZY:
+        import hiera.builds
 
-        return open_collection
+        return getattr(hiera.builds, name)
     raise AttributeError(f"module 'hiera' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
