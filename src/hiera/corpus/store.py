@@ -270,6 +270,7 @@ class CorpusStore:
                 )
             conn.execute(_RETIRED_SCHEMA)
             merges = self._merges()
+            titles: list[str] = []
             for doc_id in ids:
                 title = conn.execute("SELECT title FROM documents WHERE id=?", (doc_id,)).fetchone()[0]
                 report.passages += conn.execute("SELECT COUNT(*) FROM passages WHERE doc_id=?", (doc_id,)).fetchone()[0]
@@ -279,8 +280,11 @@ class CorpusStore:
                 if merges:
                     conn.execute("DELETE FROM title_keys WHERE doc_id=?", (doc_id,))
                     conn.execute("DELETE FROM doc_parts WHERE doc_id=?", (doc_id,))
-                if not conn.execute("SELECT 1 FROM documents WHERE title=?", (title,)).fetchone():
-                    conn.execute("DELETE FROM aliases WHERE target=?", (title,))  # redirects to it lead nowhere now
+                titles.append(title)
+            # redirects to a removed title lead nowhere now: one pass (titles are not indexed), not one per document
+            for chunk in _chunks(titles, 500):
+                conn.execute(f"DELETE FROM aliases WHERE target IN ({','.join('?' * len(chunk))}) "
+                             "AND target NOT IN (SELECT title FROM documents)", chunk)
             report.documents, report.ids = len(ids), ids
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             if before_commit is not None:

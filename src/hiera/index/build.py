@@ -188,45 +188,52 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
     return manifest
 
 
-def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: BuildOptions, encoder: Encoder | None,
-                     previous_dir: Path | None = None, previous: Manifest | None = None) -> dict[str, Any]:
+def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: BuildOptions,
+                     encoder: Encoder | Callable[[], Encoder] | None, previous_dir: Path | None = None,
+                     previous: Manifest | None = None) -> dict[str, Any]:
     """``names/`` and, with an encoder (the document encoder), the names' vectors and their FAISS index.
 
     Every writer calls this on the build's top directory: names are global, a
     sharded build keeps one table. A name the previous build already encoded
     with the same model and backend is copied from it (``hiera add`` encodes
-    only new names), the rest goes through the embedding cache.
+    only new names), the rest goes through the embedding cache. ``encoder``
+    may be a function that makes it: the writer of a change, which keeps the
+    live build's models, then loads no model when every name is known.
     """
     rows = name_rows(titles, store.iter_aliases(), store.iter_doc_links())
     record = write_names(out, titles, rows, opts.bm25_config if opts.bm25 else None)
     record["dense"] = encoder is not None
     if encoder is not None and rows.names:
         (out / "dense").mkdir(exist_ok=True)
-        vecs = np.zeros((len(rows.names), encoder.dim), dtype=np.float16)
-        todo = np.ones(len(rows.names), dtype=bool)
-        old = _previous_name_vectors(previous_dir, previous, encoder)
-        if old:
-            for i, name in enumerate(rows.names):
-                v = old.get(name)
-                if v is not None:
-                    vecs[i], todo[i] = v, False
-        _encode_into(vecs, encoder, rows.names, np.flatnonzero(todo), opts.progress, "encode names")
+        known = encoder if isinstance(encoder, Encoder) else None
+        where, mat = _previous_name_vectors(previous_dir, previous, known)
+        at = np.array([where.get(name, -1) for name in rows.names], dtype=np.int64)
+        todo = np.flatnonzero(at < 0)
+        enc = known if known is not None or not len(todo) else encoder()
+        dim = enc.dim if enc is not None else int(mat.shape[1])
+        vecs = np.zeros((len(rows.names), dim), dtype=np.float16)
+        if mat is not None and (at >= 0).any():
+            vecs[at >= 0] = mat[at[at >= 0]]
+        if len(todo):
+            _encode_into(vecs, enc, rows.names, todo, opts.progress, "encode names")
         save_matrix(out / "dense" / "names.f16.npy", vecs)
         save_faiss(build_faiss(vecs, opts.doc_factory), out / "dense" / "names.faiss")
     return record
 
 
-def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None, enc: Encoder) -> dict[str, np.ndarray]:
-    """Name → its vector in the previous build, when that build encoded names with ``enc``'s model and backend."""
+def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None,
+                           enc: Encoder | None) -> tuple[dict[str, int], np.ndarray | None]:
+    """Name → its row in the previous build's name vectors, and those vectors, when that build encoded names with
+    ``enc``'s model and backend (``None``: the caller keeps the previous build's models)."""
     if previous_dir is None or previous is None or not (previous.names or {}).get("dense"):
-        return {}
-    if not _same_vectors(previous, "doc", enc, sharded_ok=True):
-        return {}
+        return {}, None
+    if enc is not None and not _same_vectors(previous, "doc", enc, sharded_ok=True):
+        return {}, None
     from hiera.index.names import NAMES_DIR, StringTable
 
     names = StringTable.load(previous_dir / NAMES_DIR, "names")
-    mat = load_npy(previous_dir / "dense" / "names.f16.npy", mmap=True)
-    return {names[i]: np.asarray(mat[i], dtype=np.float32) for i in range(len(names))}
+    mat = np.asarray(load_npy(previous_dir / "dense" / "names.f16.npy", mmap=True))
+    return {names[i]: i for i in range(len(names))}, mat
 
 
 def build(

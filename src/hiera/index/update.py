@@ -167,7 +167,7 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
         delta = dict(previous.updates["delta"])
     if previous.names:
         titles = _titles(previous_dir, nb, plan.dead) + [d.title for d in docs]
-        enc = _encoder(opts, "doc") if opts.dense and (previous.names or {}).get("dense") else None
+        enc = (lambda: _encoder(opts, "doc")) if previous.models and (previous.names or {}).get("dense") else None
         t = time.perf_counter()
         m.names = write_name_index(out, store, titles, opts, enc, previous_dir, previous)
         log(f"names: {m.names['rows']} names rewritten in {time.perf_counter() - t:.1f}s")
