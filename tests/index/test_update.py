@@ -11,10 +11,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 
-import helpers
 from hiera.builds import build_collection, open_collection, remove_documents, update_collection
 from hiera.corpus.ingest import ingest
 from hiera.corpus.store import CorpusStore
