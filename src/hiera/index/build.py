@@ -83,6 +83,18 @@ class BuildOptions:
     workers: int | None = None  # engine "ray": encoding actors (default: the cluster's CPUs)
     names: bool = True  # the name table the linking pipeline searches (hiera.index.names)
 
+    def encoder(self, level: str) -> Encoder:
+        """The encoder of ``level`` (``passage`` or ``doc``) as this build runs it: model, batch, cache, backend, device."""
+        model = self.passage_encoder if level == "passage" else self.doc_encoder
+        return Encoder(model, batch_size=self.batch_size, cache_dir=self.cache_dir, backend=self.backend,
+                       device=self.device)
+
+    def encoders(self) -> tuple[Encoder, Encoder]:
+        """The passage and document encoders, one object when both levels name the same model."""
+        p_enc = self.encoder("passage")
+        same = str(Path(self.doc_encoder)) == str(Path(self.passage_encoder))
+        return p_enc, (p_enc if same else self.encoder("doc"))
+
     @classmethod
     def from_manifest(cls, m: Manifest) -> BuildOptions:
         """The options an existing build was made with (``hiera add`` rebuilds with these)."""
@@ -292,13 +304,7 @@ def _build_into(
     if opts.dense:
         t = time.perf_counter()
         (out / "dense").mkdir()
-        p_enc = Encoder(opts.passage_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
-                        device=opts.device)
-        same = str(Path(opts.doc_encoder)) == str(Path(opts.passage_encoder))
-        d_enc = p_enc if same else Encoder(
-            opts.doc_encoder, batch_size=opts.batch_size, cache_dir=opts.cache_dir, backend=opts.backend,
-            device=opts.device,
-        )
+        p_enc, d_enc = opts.encoders()
         with _step(log, "encode passages", len(prow), "passages"):
             pvecs = _vectors(
                 p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"

@@ -125,7 +125,7 @@ class SegmentedIndex:
         self.ntotal = int(base.ntotal) + int(delta.ntotal)
         self.d = int(base.d)
 
-    def search(self, x: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = np.ascontiguousarray(np.atleast_2d(x), dtype=np.float32)
         answers = []
         for part in self.parts:

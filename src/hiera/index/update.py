@@ -131,8 +131,7 @@ def update(root: str | Path, store: CorpusStore, log: Callable[[str], None] = pr
 def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, plan: ChangePlan,
                   opts: BuildOptions, log: Callable[[str], None]) -> Manifest:
     t0 = time.perf_counter()
-    # the name table is rewritten on every change, so that no removed title or alias is ever linked to
-    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta, link_names=not previous.names)
+    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta)
     nb, pb = plan.base_docs, plan.base_passages
     old = {k: np.asarray(load_npy(previous_dir / "layout" / f"{k}.npy"), dtype=np.int64)
            for k in ("doc_rows", "passage_rows", "doc_offsets")}
@@ -167,18 +166,17 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
         delta = dict(previous.updates["delta"])
     if previous.names:
         titles = _titles(previous_dir, nb, plan.dead) + [d.title for d in docs]
-        enc = (lambda: _encoder(opts, "doc")) if previous.models and (previous.names or {}).get("dense") else None
+        enc = (lambda: opts.encoder("doc")) if previous.models and (previous.names or {}).get("dense") else None
         t = time.perf_counter()
         m.names = write_name_index(out, store, titles, opts, enc, previous_dir, previous)
         log(f"names: {m.names['rows']} names rewritten in {time.perf_counter() - t:.1f}s")
     retired = store.retired([int(old["doc_rows"][i]) for i in plan.dead])
     superseded = sum(1 for doc_id in retired.values() if store.canonical_id(doc_id) is not None)
-    counts_base = np.diff(old["doc_offsets"][: nb + 1])
     m.updates = {
         "generation": int(previous.updates.get("generation", 0)) + 1,
         "base_version": int(previous.updates.get("base_version", previous.corpus_version)),
         "base": {"documents": nb, "passages": pb},
-        "dead": {"documents": len(plan.dead), "passages": int(counts_base[plan.dead].sum()),
+        "dead": {"documents": len(plan.dead), "passages": plan.dead_passages,
                  "superseded": superseded, "deleted": len(plan.dead) - superseded},
     }
     if delta["documents"]:
@@ -188,12 +186,13 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
     return m
 
 
-def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bool, link_names: bool) -> dict[str, str]:
+def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bool) -> dict[str, str]:
     """Hard-link the live build's index files into ``out``; returns their recorded checksums.
 
-    The layout and tombstones are always written anew; the delta and the names
-    only when this change leaves them as they were. A sharded build's shard
-    directories are linked whole (each checked by its own manifest).
+    The layout, the tombstones and the name table are always written anew (the
+    names on every change, so that no removed title or alias is linked to
+    again); the delta only when this change leaves it as it was. A sharded
+    build's shard directories are linked whole (each checked by its own manifest).
     """
     known: dict[str, str] = {}
     names_files = (f"{NAMES_DIR}/", "dense/names.")
@@ -202,7 +201,7 @@ def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bo
             continue
         if rel.startswith(f"{DELTA_DIR}/") and not link_delta:
             continue
-        if rel.startswith(names_files) and not link_names:
+        if rel.startswith(names_files):
             continue
         dst = out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -230,13 +229,6 @@ def _titles(previous_dir: Path, nb: int, dead: np.ndarray) -> list[str]:
     return titles
 
 
-def _encoder(opts: BuildOptions, level: str):
-    from hiera.encode import Encoder
-
-    return Encoder(opts.doc_encoder if level == "doc" else opts.passage_encoder, batch_size=opts.batch_size,
-                   cache_dir=opts.cache_dir, backend=opts.backend, device=opts.device)
-
-
 def _write_delta(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, docs: list, passages: list,
                  counts: np.ndarray, opts: BuildOptions, log: Callable[[str], None]) -> dict[str, int]:
     """``delta/``: BM25 (the base's statistics plus the delta's), vectors (copied, cached or encoded), Flat FAISS."""
@@ -260,8 +252,7 @@ def _write_delta(out: Path, store: CorpusStore, previous_dir: Path, previous: Ma
         log(f"bm25: delta of {len(texts)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     if previous.models:
         (out / "dense").mkdir()
-        p_enc = _encoder(opts, "passage")
-        d_enc = p_enc if opts.doc_encoder == opts.passage_encoder else _encoder(opts, "doc")
+        p_enc, d_enc = opts.encoders()
         with _step(log, "delta: passage vectors", len(texts), "passages"):
             pvecs = _vectors(p_enc, texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages")
         with _step(log, "delta: document vectors", len(docs), "documents"):
