@@ -78,6 +78,11 @@ class Allowed:
             self._cache[key] = make()
         return self._cache[key]
 
+    @classmethod
+    def rows(cls, expr: str, mask: np.ndarray) -> Allowed:
+        """One level of rows (a name table's: one row per name), the same mask at either level."""
+        return cls(expr, mask, mask)
+
     def within(self, other: Allowed) -> Allowed:
         """This filter inside ``other`` (a build's live rows: removed and replaced documents are never allowed)."""
         return Allowed(self.expr, self.docs & other.docs, self.passages & other.passages)

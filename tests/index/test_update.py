@@ -208,3 +208,23 @@ def test_filter_fields_count_only_live_documents(changed: dict) -> None:
     live = sum(1 for _ in col.iter_docs())
     assert fields["id"]["count"] == fields["title"]["count"] == live < col.n_docs
     assert fields["section"]["count"] == col.live.n_passages
+
+
+def test_a_removal_keeps_the_name_table_and_its_reader_masks_the_dead_names(tmp_path: Path) -> None:
+    """A change without new text links the name table; no lookup (exact, fuzzy, BM25, dense) leads to a dead document."""
+    from hiera.link.titles import TitleIndex
+    from hiera.text import name_key
+
+    root = helpers.build_collection(tmp_path / "col", helpers.make_docs(), BuildOptions(progress=False))
+    before = open_collection(root).manifest.checksums["names/doc.npy"]
+    remove_documents(root, ["volcanoes"], log=helpers.QUIET, compact_at=1.0, progress=False)
+    col = open_collection(root)
+    dead = int(col.dead_docs[0])
+    titles = TitleIndex.from_collection(col)
+    assert col.manifest.checksums["names/doc.npy"] == before and titles.table.rows_of(name_key("Volcanoes"))
+    assert titles.exact("Volcanoes") == [] and titles.exact("Chess")
+    qd = col.doc_encoder.encode_query("Volcanoes")
+    for found in (titles.fuzzy("Volcanos"), titles.bm25("Volcanoes", k=10), titles.dense(col.doc_encoder, qd, k=10)):
+        assert dead not in {m.doc for m in found}
+    hits = get_retriever("linking", col).search("Where does the magma of Volcanoes come from?", k=10).hits
+    assert "volcanoes" not in {h.doc_id for h in hits}

@@ -187,6 +187,10 @@ class NameTable:
     def __len__(self) -> int:
         return len(self.names)
 
+    def vectors(self) -> np.ndarray:
+        """The names' stored vectors (float16, memory-mapped), in row order: a build's ``dense/names.f16.npy``."""
+        return load_npy(self.dir.parent / "dense" / "names.f16.npy", self.mmap)
+
     def rows_of(self, key: str) -> list[int]:
         """The rows whose key is exactly ``key`` (a binary search over the key hashes, then a string check)."""
         if not key:

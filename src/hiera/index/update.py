@@ -15,8 +15,10 @@ the new state, as :func:`hiera.index.build.build` does for ``hiera add``:
   from the embedding cache (text encoded before is not encoded again), a Flat
   FAISS index over them. A delta that the change leaves as it was is
   hard-linked too;
-* the name table is rewritten from the live titles by position (vectors of
-  known names copied), so no removed title or alias is linked to again.
+* the name table is linked when the change adds no text (its reader,
+  :class:`hiera.link.titles.TitleIndex`, masks the dead documents' names like
+  every other index), else rewritten from the live titles by position
+  (vectors of known names copied).
 
 When the dead and delta rows would pass :data:`~hiera.index.segments.COMPACT_AT`
 of the build, or the live build cannot take a delta (a sharded build gaining
@@ -131,7 +133,9 @@ def update(root: str | Path, store: CorpusStore, log: Callable[[str], None] = pr
 def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, plan: ChangePlan,
                   opts: BuildOptions, log: Callable[[str], None]) -> Manifest:
     t0 = time.perf_counter()
-    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta)
+    # a change that adds no text keeps every position's title: the name table is linked (its reader masks the
+    # dead documents, hiera.link.titles), else rewritten from the live titles
+    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta, link_names=plan.same_delta)
     nb, pb = plan.base_docs, plan.base_passages
     old = {k: np.asarray(load_npy(previous_dir / "layout" / f"{k}.npy"), dtype=np.int64)
            for k in ("doc_rows", "passage_rows", "doc_offsets")}
@@ -164,7 +168,7 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
         delta.update(_write_delta(out / DELTA_DIR, store, previous_dir, previous, docs, passages, counts, opts, log))
     elif plan.same_delta and previous.updates.get("delta"):
         delta = dict(previous.updates["delta"])
-    if previous.names:
+    if previous.names and not plan.same_delta:
         titles = _titles(previous_dir, nb, plan.dead) + [d.title for d in docs]
         enc = (lambda: opts.encoder("doc")) if previous.models and (previous.names or {}).get("dense") else None
         t = time.perf_counter()
@@ -186,12 +190,11 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
     return m
 
 
-def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bool) -> dict[str, str]:
+def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bool, link_names: bool) -> dict[str, str]:
     """Hard-link the live build's index files into ``out``; returns their recorded checksums.
 
-    The layout, the tombstones and the name table are always written anew (the
-    names on every change, so that no removed title or alias is linked to
-    again); the delta only when this change leaves it as it was. A sharded
+    The layout and the tombstones are always written anew; the delta and the
+    name table only when this change leaves them as they were. A sharded
     build's shard directories are linked whole (each checked by its own manifest).
     """
     known: dict[str, str] = {}
@@ -201,7 +204,7 @@ def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bo
             continue
         if rel.startswith(f"{DELTA_DIR}/") and not link_delta:
             continue
-        if rel.startswith(names_files):
+        if rel.startswith(names_files) and not link_names:
             continue
         dst = out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)

@@ -40,8 +40,10 @@ import numpy as np
 
 from hiera.fusion import by_max
 from hiera.index.dense import faiss_search
+from hiera.index.masked import bm25_top, vector_search
 from hiera.index.names import MemoryNames, NameTable
 from hiera.index.select import topk
+from hiera.query import Allowed
 from hiera.text import name_key
 
 
@@ -65,7 +67,9 @@ class TitleIndex:
 
     def __init__(self, titles: list[str] | None = None, aliases: Iterable[tuple[str, str]] = (),
                  links: Iterable[list[str]] = (), *, table: NameTable | MemoryNames | None = None,
-                 vectors: Any = None) -> None:
+                 vectors: Any = None, live: np.ndarray | None = None) -> None:
+        """``live``: the collection's live documents (a changed build's; ``None``: all), the only ones a name
+        may lead to, so that a table written before a removal never links to a removed title or alias."""
         self.table = table if table is not None else MemoryNames(titles or [], aliases, links)
         self.titles = self.table.titles  # document titles in index order (a sequence, decoded on access)
         self.prior = self.table.prior
@@ -73,15 +77,17 @@ class TitleIndex:
         self._index = vectors  # a FAISS-shaped index over the names' vectors (from the build), or None
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
+        self._live = None if live is None else Allowed.rows("live names", np.asarray(live)[np.asarray(self.table.doc)])
 
     @classmethod
     def from_collection(cls, col: Any) -> TitleIndex:
         """The build's name table (with its vectors when the build is dense); made in memory for older builds."""
         table, vectors = col.name_index()
+        live = col.live.docs if col.live is not None else None
         if table is not None:
-            return cls(table=table, vectors=vectors)
+            return cls(table=table, vectors=vectors, live=live)
         titles = [d.title if d is not None else "" for d in col.docs_by_position()]
-        return cls(titles, col.store.iter_aliases(), col.store.iter_doc_links())
+        return cls(titles, col.store.iter_aliases(), col.store.iter_doc_links(), live=live)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -96,7 +102,8 @@ class TitleIndex:
         return TitleMatch(int(t.doc[row]), t.names[row], t.kind_name(row), via, score)
 
     def _matches(self, key: str, via: str, score: float) -> list[TitleMatch]:
-        return [self._match(r, via, score) for r in self.table.rows_of(key)]
+        live = self._live
+        return [self._match(r, via, score) for r in self.table.rows_of(key) if live is None or live.docs[r]]
 
     def exact(self, mention: str) -> list[TitleMatch]:
         return self._matches(name_key(mention), "exact", 1.0)
@@ -120,14 +127,15 @@ class TitleIndex:
         index = self.table.bm25
         if index is None:
             return []
-        pos, sc = index.search(text, k)
+        pos, sc = index.search(text, k) if self._live is None else bm25_top(index, text, k, self._live, "passage")
         return [self._match(int(p), "bm25", float(s)) for p, s in zip(pos, by_max(sc), strict=True)]
 
     def dense(self, encoder: Any, query_vector: np.ndarray, k: int = 5) -> list[TitleMatch]:
         """Cosine of ``query_vector`` with ``encoder``'s vector of every name (the build's, or encoded on first use)."""
         q = np.asarray(query_vector, dtype=np.float32)
         if self._index is not None:
-            ids, sc = faiss_search(self._index, q, k)
+            ids, sc = (faiss_search(self._index, q, k) if self._live is None else
+                       vector_search(self._index, self.table.vectors, q, k, self._live, "passage"))
             keep = ids[0] >= 0
             pos, sc = ids[0][keep], sc[0][keep]
         else:
@@ -135,5 +143,8 @@ class TitleIndex:
                 if self._vectors is None:
                     names = [self.table.names[i] for i in range(len(self.table))]
                     self._vectors = np.asarray(encoder.encode_document(names), dtype=np.float32)
-            pos, sc = topk(self._vectors @ q, k)
+            scores = self._vectors @ q
+            pos, sc = topk(scores if self._live is None else np.where(self._live.docs, scores, -np.inf), k)
+            keep = np.isfinite(sc)
+            pos, sc = pos[keep], sc[keep]
         return [self._match(int(p), "dense", float(s)) for p, s in zip(pos, sc, strict=True)]
