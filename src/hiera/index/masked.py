@@ -6,8 +6,9 @@ picks the cheapest way to do so:
 
 * BM25: only the allowed rows are scored (``Bm25Index.scores_at``, bit for
   bit the full scorer's values) when they are at most :data:`BM25_ROWS_SHARE`
-  of the index; else the full score vector with the others zeroed (bm25s's
-  ``weight_mask``). Either way only positive scores are returned, as unfiltered.
+  of the index; else the full score vector's positive scores with the
+  disallowed ones dropped (bm25s's ``weight_mask``, applied to the sliver a
+  query matches). Either way only positive scores are returned, as unfiltered.
 * dense, on a torch exact index (``--dense-search exact``): the scan's
   disallowed scores are masked on the device before its top k.
 * dense, on a FAISS index, by the allowed share of its rows:
@@ -66,7 +67,12 @@ def bm25_top(index: Any, query: str, k: int, allowed: Allowed, level: str) -> tu
         idx, vals = topk(index.scores_at(query, positions), k, positive_only=True)
         return positions[idx], vals
     scores = index.scores(query)
-    return topk(np.where(allowed.level(level), scores, np.float32(0)), k, positive_only=True)
+    # the positive scores first (a query matches a sliver), then the mask on them: the same list as masking
+    # every score and selecting among the positive ones, without a pass over the whole vector
+    where = np.flatnonzero(scores > 0)
+    where = where[allowed.level(level)[where]]
+    idx, vals = topk(scores[where], k)
+    return where[idx], vals
 
 
 def vector_strategy(index: Any, allowed: Allowed, level: str) -> str:
