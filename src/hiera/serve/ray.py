@@ -9,9 +9,27 @@
   hydration (the corpus store) and JSON happen there, so the API, the page and
   the JSON are those of the single-process server.
 
-The deployments serve the build that was live at deployment; when the
-collection is rebuilt, the router refuses searches (503, like a stale index)
-until the application is redeployed.
+When a change becomes visible to the replicas. The shard deployments hold
+the shards of the build that was live at deployment; the router opens the
+collection's *live* build over them, so what it serves follows the build:
+
+* a removal (``hiera remove``, :func:`hiera.builds.remove_documents`) publishes
+  a build that hard-links the same shards and adds ``tombstones.npy`` and a
+  new layout at its top (same :attr:`~hiera.index.manifest.Manifest.base_version`,
+  same shard entries). The router's service picks it up as ``hiera serve``
+  does (:meth:`hiera.serve.service.Service.refresh`: at most a second later, at
+  once when the store's corpus version moved), without a redeploy: the router
+  masks the removed documents as it applies a filter (the collection's
+  ``live`` mask through :mod:`hiera.index.masked`, over the shards' fan-out);
+* a change that adds text (``hiera add``, a replaced document), a removal
+  that compacts (dead rows past :data:`~hiera.index.segments.COMPACT_AT`) and
+  ``hiera build`` rebuild a sharded build into new shards: the router then
+  refuses searches (503, like a stale index, one line saying to redeploy)
+  until the application is redeployed with ``hiera serve --engine ray``.
+
+A shard replica that Serve restarts after a removal opens its shard from the
+live build when the build it was deployed with has been removed (its files are
+the same, checked against the build's record of the shard).
 """
 
 from __future__ import annotations
@@ -25,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hiera.errors import HieraError, IndexMissingError, ShardUnavailableError
-from hiera.index.manifest import Manifest
+from hiera.index.manifest import SHARDS_DIR, Manifest
 from hiera.index.publish import live_build_dir
 from hiera.models import passive_threads
 from hiera.serve.guard import SHARD_TIMEOUT_S
@@ -36,10 +54,20 @@ APP_NAME = "hiera"
 
 
 class ShardServer:
-    """The body of a shard deployment: one shard, opened checked and warmed up at start."""
+    """The body of a shard deployment: one shard, opened checked and warmed up at start.
 
-    def __init__(self, build_dir: str, entry: dict[str, Any], corpus_version: int, vectors: str = "float16") -> None:
-        self.shard = Shard(Path(build_dir), entry, corpus_version, vectors=vectors)
+    ``root``: the collection. A replica (re)started after a removal published a
+    new build, and the deployed build was removed, opens the shard from the
+    live build instead: a removal links the shards unchanged, and the shard is
+    opened checked against ``entry``, so a rebuilt shard is still refused.
+    """
+
+    def __init__(self, build_dir: str, entry: dict[str, Any], corpus_version: int, vectors: str = "float16",
+                 root: str | None = None) -> None:
+        build = Path(build_dir)
+        if root is not None and not (build / SHARDS_DIR / entry["name"]).is_dir():
+            build = live_build_dir(Path(root)) or build
+        self.shard = Shard(build, entry, corpus_version, vectors=vectors)
         self.shard.warmup()
 
     def bm25_search(self, *a: Any) -> Any:
@@ -155,22 +183,62 @@ class RayFanOut:
 
 
 class Router:
-    """The ingress deployment: builds hiera's FastAPI app over the remote shards at replica start."""
+    """The ingress deployment: builds hiera's FastAPI app over the remote shards at replica start.
+
+    ``deployed``: the deployed build's ``shards`` (its manifest's entries) and
+    ``base_version``, which the shard deployments hold; read from
+    ``build_dir`` when not given. The router serves any live build with those
+    shards (the deployed one, or one a removal made from it), and refuses one
+    with other shards.
+    """
 
     def __init__(self, root: str, build_dir: str, handles: list[Any], app_options: dict[str, Any],
-                 fan_options: dict[str, Any] | None = None) -> None:
+                 fan_options: dict[str, Any] | None = None, deployed: dict[str, Any] | None = None) -> None:
         self.root, self.build_dir, self.handles, self.app_options = Path(root), Path(build_dir), handles, app_options
         self.fan_options = fan_options or {}
+        if deployed is None:
+            m = Manifest.read(self.build_dir)
+            deployed = {"shards": m.shards, "base_version": m.base_version}
+        self.shards = [dict(e) for e in deployed["shards"]]
+        self.base_version = int(deployed["base_version"])
+
+    def _differs(self, build_dir: Path, m: Manifest) -> str | None:
+        """Why the shards of the build at ``build_dir`` are not the deployed ones, or ``None``.
+
+        Told by the manifests, never by the path: a build directory's name is
+        reused once the build is removed (the deployed one, after a removal).
+        """
+        if not m.shards:
+            return f"its live build {build_dir.name} is not sharded"
+        if m.base_version != self.base_version or [dict(e) for e in m.shards] != self.shards:
+            return f"its live build {build_dir.name} has other shards"
+        return None
+
+    def _refuse(self, root: Path, why: str) -> HieraError:
+        return HieraError(
+            f"{root} was rebuilt since its shards were deployed ({why}; the shards serve {self.build_dir.name}); "
+            "redeploy with `hiera serve --engine ray`"
+        )
 
     def _open(self, root: Path, **kwargs: Any) -> Any:
+        """The collection over the live build, searched on the deployed shards (refused when its shards differ)."""
         from hiera.shard.collection import ShardedCollection
 
-        if live_build_dir(root) != self.build_dir:
-            raise HieraError(
-                f"{root} was rebuilt since its shards were deployed (serving {self.build_dir.name}); "
-                "redeploy with `hiera serve --engine ray`"
-            )
-        return ShardedCollection(root, fanout=RayFanOut(self.handles, self.build_dir, **self.fan_options), **kwargs)
+        live = live_build_dir(root)
+        if live is None:
+            raise IndexMissingError(f"{root} has no index; run `hiera build {root} --shards N`")
+        why = self._differs(live, Manifest.read(live))
+        if why is not None:
+            raise self._refuse(root, why)
+        fan = RayFanOut(self.handles, live, **self.fan_options)
+        col = ShardedCollection(root, fanout=fan, **kwargs)
+        opened = col.view.build_dir
+        if opened != live:  # another change was published in between: the build the collection opened must pass too
+            why = self._differs(opened, col.view.manifest)
+            if why is not None:
+                raise self._refuse(root, why)
+            fan.build_dir = opened
+        return col
 
     async def __serve_build_asgi_app__(self) -> Any:
         from hiera.serve.api import create_app
@@ -242,15 +310,16 @@ def deploy(
     shard_apps = [
         serve.deployment(ShardServer, name=f"shard-{e['name']}", num_replicas=replicas, max_replicas_per_node=per_node,
                          ray_actor_options={"num_cpus": shard_cpus, "runtime_env": env}
-                         ).bind(str(build_dir), e, m.base_version, vectors)
+                         ).bind(str(build_dir), e, m.base_version, vectors, str(root))
         for e in m.shards
     ]
     router = serve.deployment(serve.ingress()(Router), name="router",
                               ray_actor_options={"num_cpus": router_cpus, "runtime_env": env})
     options = {"vectors": vectors, "warmup": warmup, **(app_options or {})}
     fan = {"names": [e["name"] for e in m.shards], "timeout": shard_timeout}
-    serve.run(router.bind(str(root), str(build_dir), shard_apps, options, fan), name=name, route_prefix="/",
-              blocking=False)
+    deployed = {"shards": m.shards, "base_version": m.base_version}
+    serve.run(router.bind(str(root), str(build_dir), shard_apps, options, fan, deployed), name=name,
+              route_prefix="/", blocking=False)
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
 
