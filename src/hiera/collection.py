@@ -59,6 +59,7 @@ from hiera.index.segments import (
     SegmentedIndex,
     SegmentedMatrix,
     dead_masks,
+    open_names,
     read_tombstones,
 )
 from hiera.io import load_npy
@@ -458,13 +459,8 @@ class BuildView:
         return self.derived("hiera.index.names", self._load_names)
 
     def _load_names(self) -> tuple[NameTable | None, VectorIndex | None]:
-        record = self.manifest.names
-        if not record:
-            return None, None
         cfg = Bm25Config.from_dict(self.manifest.bm25) if self.manifest.bm25 else None
-        table = NameTable(self.build_dir, record, cfg, mmap=self.mmap)
-        path = self.build_dir / "dense" / "names.faiss"
-        return table, (load_faiss(path, self.mmap) if path.exists() else None)
+        return open_names(self.build_dir, self.manifest, cfg, mmap=self.mmap)
 
     def warmup(self) -> None:
         _ = (self.passage_rows, self.doc_rows, self.doc_offsets, self.passage_doc)

@@ -146,6 +146,9 @@ MODEL_INFO = Obj(
     required=frozenset({"path", "fingerprint", "dim"}),
 )
 
+# a build's name table (hiera.index.names), and a changed build's delta names (the manifest's updates.names)
+NAMES = Obj({"rows": Int(min=0), "documents": Int(min=0), "keys": Int(min=0), "has_prior": BOOL, "bm25": BOOL,
+             "dense": BOOL, "tokens": Int(min=0), "prior_top": Num(min=0)}, required=frozenset({"rows", "documents"}))
 MANIFEST = Obj(
     {
         "format": STR,
@@ -158,12 +161,11 @@ MANIFEST = Obj(
         "models": Obj({"passage": MODEL_INFO, "doc": MODEL_INFO}),
         "faiss": Map(Str(nonempty=True)),
         "defaults": Map(Map()),
-        "names": Obj({"rows": Int(min=0), "documents": Int(min=0), "keys": Int(min=0), "has_prior": BOOL,
-                      "bm25": BOOL, "dense": BOOL}, required=frozenset({"rows", "documents"})),
+        "names": NAMES,
         "profile": Obj({"name": STR, "asked": STR, "passages": Int(min=0), "threshold": Int(min=0), "why": STR},
                        required=frozenset({"name"})),
         "updates": Obj({"generation": Int(min=1), "base_version": Int(min=0), "base": Map(Int(min=0)), "delta": Map(Int(min=0)),
-                        "dead": Map(Int(min=0))}, required=frozenset({"generation", "base", "dead"})),
+                        "dead": Map(Int(min=0)), "names": NAMES}, required=frozenset({"generation", "base", "dead"})),
         "files": Map(Int(min=0)),
         "checksums": Map(Str(nonempty=True)),
         "versions": Map(),

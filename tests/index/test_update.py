@@ -228,3 +228,41 @@ def test_a_removal_keeps_the_name_table_and_its_reader_masks_the_dead_names(tmp_
         assert dead not in {m.doc for m in found}
     hits = get_retriever("linking", col).search("Where does the magma of Volcanoes come from?", k=10).hits
     assert "volcanoes" not in {h.doc_id for h in hits}
+
+
+def _name_lookups(col) -> dict[str, list]:
+    """Every live title looked up exactly and densely, as document ids (positions differ between builds)."""
+    from hiera.link.titles import TitleIndex
+
+    titles = TitleIndex.from_collection(col)
+    ids = [d.id if d is not None else None for d in col.docs_by_position()]
+    live = [d for d in col.docs_by_position() if d is not None and d.id in {x.id for x in col.iter_docs()}]
+    out: dict[str, list] = {}
+    for d in live:
+        qd = col.doc_encoder.encode_query(d.title)
+        out[d.title] = [sorted(ids[m.doc] for m in titles.exact(d.title)),
+                        [ids[m.doc] for m in titles.dense(col.doc_encoder, qd, k=3)]]
+    return out
+
+
+def test_new_text_extends_the_name_table_with_a_delta_and_links_the_base(changed: dict) -> None:
+    """A change that adds text writes names for the delta's documents only; lookups equal a fresh build's."""
+    from hiera.check import check_collection
+    from hiera.link.titles import TitleIndex
+
+    col, fresh = open_collection(changed["root"]), open_collection(changed["fresh"])
+    base_dir = col.build_dir
+    assert col.manifest.updates["names"]["documents"] == col.manifest.updates["delta"]["documents"]
+    assert (base_dir / "delta" / "names" / "doc.npy").exists()
+    assert col.manifest.names["documents"] == col.manifest.updates["base"]["documents"]
+    # the base table is the first build's, linked: one inode for both builds' files
+    first = sorted(p for p in (changed["root"] / "builds").iterdir() if p.is_dir())[0]
+    assert (base_dir / "names" / "keys.bin").stat().st_ino == (first / "names" / "keys.bin").stat().st_ino
+    assert _name_lookups(col) == _name_lookups(fresh)
+    titles = TitleIndex.from_collection(col)
+    honeybee = titles.bm25("Honeybee", k=1)
+    assert honeybee and col.docs_by_position()[honeybee[0].doc].id == "honeybees"
+    assert titles.exact("Volcanoes") == []  # removed: its base rows are masked
+    findings = check_collection(changed["root"])
+    assert any(f.check == "names" and "base and delta" in f.detail for f in findings)
+    assert [f for f in findings if f.status == "error"] == []

@@ -34,13 +34,14 @@ from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import add_rows, build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
-from hiera.index.names import name_rows, write_names
+from hiera.index.names import NameBase, name_rows, write_names
 from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
-from hiera.index.segments import stored_vectors
+from hiera.index.segments import open_names, stored_vectors
 from hiera.io import load_npy
 from hiera.models import resolve_device
 from hiera.spec import METHODS, method, resolve_doc_stage
+from hiera.text import name_key
 
 DOC_TEXTS = ("summary", "fulltext")
 ENCODE_BLOCK = 262_144  # texts per encoder call in a build (see _encode_into)
@@ -202,7 +203,7 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
 
 def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: BuildOptions,
                      encoder: Encoder | Callable[[], Encoder] | None, previous_dir: Path | None = None,
-                     previous: Manifest | None = None) -> dict[str, Any]:
+                     previous: Manifest | None = None, base: NameBase | None = None) -> dict[str, Any]:
     """``names/`` and, with an encoder (the document encoder), the names' vectors and their FAISS index.
 
     Every writer calls this on the build's top directory: names are global, a
@@ -211,15 +212,19 @@ def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: Bui
     only new names), the rest goes through the embedding cache. ``encoder``
     may be a function that makes it: the writer of a change, which keeps the
     live build's models, then loads no model when every name is known.
+
+    ``base``: ``titles`` are a delta segment's documents and ``out`` its
+    directory; their names extend the base's table (its BM25 statistics and
+    prior scale) and their vectors get a Flat index (a delta is small).
     """
-    rows = name_rows(titles, store.iter_aliases(), store.iter_doc_links())
-    record = write_names(out, titles, rows, opts.bm25_config if opts.bm25 else None)
+    rows = name_rows(titles, store.iter_aliases(), store.iter_doc_links(),
+                     prior_top=base.prior_top if base is not None else None)
+    record = write_names(out, titles, rows, opts.bm25_config if opts.bm25 else None, base)
     record["dense"] = encoder is not None
     if encoder is not None and rows.names:
         (out / "dense").mkdir(exist_ok=True)
         known = encoder if isinstance(encoder, Encoder) else None
-        where, mat = _previous_name_vectors(previous_dir, previous, known)
-        at = np.array([where.get(name, -1) for name in rows.names], dtype=np.int64)
+        at, mat = _previous_name_vectors(previous_dir, previous, known, rows.names)
         todo = np.flatnonzero(at < 0)
         enc = known if known is not None or not len(todo) else encoder()
         dim = enc.dim if enc is not None else int(mat.shape[1])
@@ -229,23 +234,31 @@ def write_name_index(out: Path, store: CorpusStore, titles: list[str], opts: Bui
         if len(todo):
             _encode_into(vecs, enc, rows.names, todo, opts.progress, "encode names")
         save_matrix(out / "dense" / "names.f16.npy", vecs)
-        save_faiss(build_faiss(vecs, opts.doc_factory), out / "dense" / "names.faiss")
+        save_faiss(build_faiss(vecs, "Flat" if base is not None else opts.doc_factory), out / "dense" / "names.faiss")
     return record
 
 
-def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None,
-                           enc: Encoder | None) -> tuple[dict[str, int], np.ndarray | None]:
-    """Name → its row in the previous build's name vectors, and those vectors, when that build encoded names with
-    ``enc``'s model and backend (``None``: the caller keeps the previous build's models)."""
-    if previous_dir is None or previous is None or not (previous.names or {}).get("dense"):
-        return {}, None
-    if enc is not None and not _same_vectors(previous, "doc", enc, sharded_ok=True):
-        return {}, None
-    from hiera.index.names import NAMES_DIR, StringTable
+def _previous_name_vectors(previous_dir: Path | None, previous: Manifest | None, enc: Encoder | None,
+                           names: list[str]) -> tuple[np.ndarray, Any]:
+    """Each of ``names``' row in the previous build's name vectors (-1: not there), and those vectors, when that
+    build encoded names with ``enc``'s model and backend (``None``: the caller keeps the previous build's models).
 
-    names = StringTable.load(previous_dir / NAMES_DIR, "names")
-    mat = np.asarray(load_npy(previous_dir / "dense" / "names.f16.npy", mmap=True))
-    return {names[i]: i for i in range(len(names))}, mat
+    A few names (a delta's) are looked up by key in the previous table (a
+    binary search each); many are matched through one pass over it.
+    """
+    missing = np.full(len(names), -1, dtype=np.int64)
+    if previous_dir is None or previous is None or not (previous.names or {}).get("dense"):
+        return missing, None
+    if enc is not None and not _same_vectors(previous, "doc", enc, sharded_ok=True):
+        return missing, None
+    table, _ = open_names(previous_dir, previous, None)
+    if len(names) * 8 < len(table):
+        def row(name: str) -> int:
+            return next((r for r in table.rows_of(name_key(name)) if table.names[r] == name), -1)
+
+        return np.array([row(n) for n in names], dtype=np.int64), table.vectors()
+    where = {table.names[i]: i for i in range(len(table))}
+    return np.array([where.get(n, -1) for n in names], dtype=np.int64), table.vectors()
 
 
 def build(

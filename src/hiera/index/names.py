@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from hiera.index.bm25 import Bm25Config, Bm25Index
+from hiera.index.bm25stats import analyze, build_with_stats, with_base
 from hiera.io import load_npy
 from hiera.text import base_name, name_key
 
@@ -101,14 +102,17 @@ class NameRows:
     doc: np.ndarray
     kind: np.ndarray
     prior: np.ndarray
+    top: float = 1.0  # the prior's scale: log(1 + the most in-links)
 
 
 def name_rows(titles: Sequence[str], aliases: Iterable[tuple[str, str]] = (),
-              links: Iterable[list[str]] = ()) -> NameRows:
+              links: Iterable[list[str]] = (), prior_top: float | None = None) -> NameRows:
     """Titles, base names and aliases → one row per (key, document); the first kind seen for a pair wins.
 
     An alias points at every document whose title (or base name) is its target.
-    The prior counts the documents that link to each document.
+    The prior counts the documents that link to each document, divided by
+    ``log(1 + the most in-links)`` of these titles, or by ``prior_top`` (a
+    delta segment's rows take its base's scale, so priors compare across both).
     """
     by_title: dict[str, list[int]] = {}
     for i, t in enumerate(titles):
@@ -141,13 +145,29 @@ def name_rows(titles: Sequence[str], aliases: Iterable[tuple[str, str]] = (),
         for t in set(targets):
             for d in by_title.get(t, ()):
                 inlinks[d] += 1
-    top = math.log1p(max(inlinks.values())) if inlinks else 1.0
+    top = prior_top if prior_top else math.log1p(max(inlinks.values())) if inlinks else 1.0
     prior = np.array([math.log1p(inlinks.get(i, 0)) / top for i in range(len(titles))], dtype=np.float32)
-    return NameRows(names, keys, np.asarray(doc, dtype=np.int32), np.asarray(kind, dtype=np.int8), prior)
+    return NameRows(names, keys, np.asarray(doc, dtype=np.int32), np.asarray(kind, dtype=np.int8), prior, top)
 
 
-def write_names(out: Path, titles: Sequence[str], rows: NameRows, bm25_config: Bm25Config | None) -> dict[str, Any]:
-    """Write ``names/`` (all but the vectors, which the dense writer adds); returns the manifest's ``names`` record."""
+@dataclass(frozen=True)
+class NameBase:
+    """What a delta name table takes from the base table it extends: BM25 statistics and the prior's scale."""
+
+    bm25: Bm25Index | None
+    tokens: int
+    prior_top: float
+
+
+def write_names(out: Path, titles: Sequence[str], rows: NameRows, bm25_config: Bm25Config | None,
+                base: NameBase | None = None) -> dict[str, Any]:
+    """Write ``names/`` (all but the vectors, which the dense writer adds); returns the manifest's ``names`` record.
+
+    ``base``: these are a delta segment's names, their BM25 scored with the
+    base table's statistics plus their own (as a delta's passages are).
+    The record keeps the BM25 token count and the prior's scale that a later
+    delta over this table needs.
+    """
     d = out / NAMES_DIR
     d.mkdir()
     StringTable.write(d, "titles", titles)
@@ -160,10 +180,20 @@ def write_names(out: Path, titles: Sequence[str], rows: NameRows, bm25_config: B
     np.save(d / "key_hash.npy", hashes[order])
     np.save(d / "key_order.npy", order)
     np.save(d / "prior.npy", rows.prior)
+    record: dict[str, Any] = {"rows": len(rows.names), "documents": len(titles), "keys": len(set(rows.keys)),
+                              "has_prior": bool(rows.prior.any()), "bm25": bm25_config is not None,
+                              "prior_top": float(rows.top)}
     if bm25_config is not None:
-        Bm25Index.build(rows.names, bm25_config).save(d / "bm25")
-    return {"rows": len(rows.names), "documents": len(titles), "keys": len(set(rows.keys)),
-            "has_prior": bool(rows.prior.any()), "bm25": bm25_config is not None}
+        if base is not None and base.bm25 is not None:
+            tokens = analyze(rows.names, bm25_config)
+            stats = with_base(base.bm25, base.tokens, tokens)
+            build_with_stats(tokens, stats, bm25_config).save(d / "bm25")
+            record["tokens"] = stats.total_len - base.tokens
+        else:
+            index = Bm25Index.build(rows.names, bm25_config)
+            index.save(d / "bm25")
+            record["tokens"] = index.tokens
+    return record
 
 
 class NameTable:

@@ -21,12 +21,15 @@ tombstoned texts still count in them until compaction rewrites the build
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hiera.index.dense import load_faiss
 from hiera.index.merge import merge_faiss
+from hiera.index.names import KINDS, NameTable
 from hiera.index.select import topk
 from hiera.io import load_npy
 
@@ -142,3 +145,90 @@ def stored_vectors(build_dir: Path, manifest: Any, level: str) -> Any:
     if not (getattr(manifest, "updates", None) or {}).get("delta") or not delta.exists():
         return base
     return SegmentedMatrix([base, load_npy(delta, mmap=True)])
+
+
+class Chained(Sequence[str]):
+    """Two string tables read as one (a base table's rows, then its delta's)."""
+
+    def __init__(self, parts: Sequence[Sequence[str]]) -> None:
+        self.parts = list(parts)
+        self.bounds = np.cumsum([0, *(len(p) for p in self.parts)]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.bounds[-1])
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i) + (len(self) if int(i) < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = int(np.searchsorted(self.bounds, i, side="right") - 1)
+        return self.parts[s][i - int(self.bounds[s])]
+
+
+class SegmentedNames:
+    """A base name table and its delta's as one table (:class:`~hiera.index.names.NameTable`'s interface).
+
+    The delta holds the names of the delta's documents only, so a change that
+    adds text writes names for that text, not for the whole collection; its
+    rows follow the base's and its documents are numbered after the base's
+    (global positions). A base document that died keeps its rows; the table's
+    reader masks them (:class:`hiera.link.titles.TitleIndex`).
+    """
+
+    def __init__(self, base: Any, delta: Any, base_docs: int) -> None:
+        self.parts = (base, delta)
+        self.start = len(base)
+        self.titles = Chained([base.titles, delta.titles])
+        self.names = Chained([base.names, delta.names])
+        self.keys = Chained([base.keys, delta.keys])
+        self.doc = np.concatenate([np.asarray(base.doc), np.asarray(delta.doc, dtype=np.int64) + base_docs])
+        self.kind = np.concatenate([np.asarray(base.kind), np.asarray(delta.kind)])
+        self.prior = np.concatenate([np.asarray(base.prior), np.asarray(delta.prior)])
+        self.has_prior = bool(base.has_prior or delta.has_prior)
+
+    def __len__(self) -> int:
+        return self.start + len(self.parts[1])
+
+    def rows_of(self, key: str) -> list[int]:
+        base, delta = self.parts
+        return [*base.rows_of(key), *(self.start + r for r in delta.rows_of(key))]
+
+    @cached_property
+    def key_list(self) -> list[str]:
+        return list(dict.fromkeys([*self.parts[0].key_list, *self.parts[1].key_list]))
+
+    @cached_property
+    def bm25(self) -> SegmentedBm25 | None:
+        base, delta = self.parts[0].bm25, self.parts[1].bm25
+        return None if base is None or delta is None else SegmentedBm25(base, delta)
+
+    def vectors(self) -> SegmentedMatrix:
+        return SegmentedMatrix([self.parts[0].vectors(), self.parts[1].vectors()])
+
+    def kind_name(self, row: int) -> str:
+        return KINDS[int(self.kind[row])]
+
+
+def open_names(build_dir: Path, manifest: Any, bm25_config: Any, mmap: bool = True) -> tuple[Any, Any]:
+    """A build's name table and the FAISS index over its names' vectors (``None`` without vectors), delta included.
+
+    ``(None, None)`` for a build without a name table.
+    """
+    record = manifest.names
+    if not record:
+        return None, None
+    build_dir = Path(build_dir)
+    table: Any = NameTable(build_dir, record, bm25_config, mmap=mmap)
+    path = build_dir / "dense" / "names.faiss"
+    index = load_faiss(path, mmap) if path.exists() else None
+    delta_record = (getattr(manifest, "updates", None) or {}).get("names")
+    if delta_record:
+        delta_dir = build_dir / DELTA_DIR
+        delta = NameTable(delta_dir, delta_record, bm25_config, mmap=mmap)
+        table = SegmentedNames(table, delta, int(manifest.updates["base"]["documents"]))
+        delta_path = delta_dir / "dense" / "names.faiss"
+        if index is not None and delta_path.exists():
+            index = SegmentedIndex(index, load_faiss(delta_path, mmap))
+    return table, index

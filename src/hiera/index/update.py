@@ -51,7 +51,7 @@ from hiera.index.build import (
 )
 from hiera.index.dense import build_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import SHARDS_DIR, Manifest, read_tuned
-from hiera.index.names import NAMES_DIR, StringTable
+from hiera.index.names import NAMES_DIR, NameBase, StringTable
 from hiera.index.publish import publish
 from hiera.index.segments import COMPACT_AT, DELTA_DIR, TOMBSTONES
 from hiera.io import load_npy
@@ -133,10 +133,12 @@ def update(root: str | Path, store: CorpusStore, log: Callable[[str], None] = pr
 def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, plan: ChangePlan,
                   opts: BuildOptions, log: Callable[[str], None]) -> Manifest:
     t0 = time.perf_counter()
-    # a change that adds no text keeps every position's title: the name table is linked (its reader masks the
-    # dead documents, hiera.link.titles), else rewritten from the live titles
-    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta, link_names=plan.same_delta)
     nb, pb = plan.base_docs, plan.base_passages
+    # the base's name table is linked (its reader masks the dead documents, hiera.link.titles) and new text's names
+    # go into the delta; a table that cannot take a delta (it covers more than the base) is rewritten whole
+    names_delta = _names_extend(previous, nb)
+    known = _link_base(previous_dir, previous, out, link_delta=plan.same_delta,
+                       link_names=plan.same_delta or names_delta)
     old = {k: np.asarray(load_npy(previous_dir / "layout" / f"{k}.npy"), dtype=np.int64)
            for k in ("doc_rows", "passage_rows", "doc_offsets")}
     docs = list(store.docs_by_rowid(plan.delta_rows).values()) if plan.delta_rows else []
@@ -164,11 +166,14 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
     for name, params in read_tuned(previous_dir).items():  # the live build's tuning carries over, as in a rebuild
         m.defaults[name] = {**m.defaults.get(name, {}), **params}
     delta: dict[str, int] = {"documents": len(docs), "passages": len(passages)}
+    delta_names = previous.updates.get("names") if plan.same_delta else None
     if docs and not plan.same_delta:
         delta.update(_write_delta(out / DELTA_DIR, store, previous_dir, previous, docs, passages, counts, opts, log))
+        if names_delta:
+            delta_names = _write_delta_names(out / DELTA_DIR, store, previous_dir, previous, docs, opts, log)
     elif plan.same_delta and previous.updates.get("delta"):
         delta = dict(previous.updates["delta"])
-    if previous.names and not plan.same_delta:
+    if previous.names and not plan.same_delta and not names_delta:
         titles = _titles(previous_dir, nb, plan.dead) + [d.title for d in docs]
         enc = (lambda: opts.encoder("doc")) if previous.models and (previous.names or {}).get("dense") else None
         t = time.perf_counter()
@@ -185,9 +190,33 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
     }
     if delta["documents"]:
         m.updates["delta"] = delta
+        if delta_names:
+            m.updates["names"] = delta_names
     m.write(out, known=known)
     log(f"update: generation {m.updates['generation']} in {time.perf_counter() - t0:.1f}s")
     return m
+
+
+def _names_extend(previous: Manifest, nb: int) -> bool:
+    """Whether the live build's name table can be the base of a delta's: it names exactly the base documents and
+    records what a delta's names are scored and scaled with (builds made since deltas took names)."""
+    names = previous.names or {}
+    return bool(names) and int(names.get("documents", -1)) == nb and "prior_top" in names and (
+        not names.get("bm25") or "tokens" in names)
+
+
+def _write_delta_names(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, docs: list,
+                       opts: BuildOptions, log: Callable[[str], None]) -> dict:
+    """``delta/names/`` (and ``delta/dense/names.*``): the delta documents' names, over the base table's statistics."""
+    t = time.perf_counter()
+    record = previous.names or {}
+    cfg = Bm25Config.from_dict(previous.bm25) if previous.bm25 is not None and record.get("bm25") else None
+    bm25 = Bm25Index.load(previous_dir / NAMES_DIR / "bm25", cfg, mmap=True) if cfg is not None else None
+    base = NameBase(bm25, int(record.get("tokens", 0)), float(record["prior_top"]))
+    enc = (lambda: opts.encoder("doc")) if previous.models and record.get("dense") else None
+    names = write_name_index(out, store, [d.title for d in docs], opts, enc, previous_dir, previous, base)
+    log(f"names: {names['rows']} names of {len(docs)} delta documents in {time.perf_counter() - t:.1f}s")
+    return names
 
 
 def _link_base(previous_dir: Path, previous: Manifest, out: Path, link_delta: bool, link_names: bool) -> dict[str, str]:

@@ -154,28 +154,46 @@ def check_dense(build_dir: Path, m: Manifest, c: Checks) -> None:
 
 
 def check_names(build_dir: Path, m: Manifest, c: Checks) -> None:
-    """The name table's arrays agree with each other and with the manifest; its vectors, one per name."""
+    """The name table's arrays agree with each other and with the manifest; its vectors, one per name.
+
+    A changed build's delta names (``delta/names/``) are checked the same way
+    against the delta's documents, the base table against the base's.
+    """
     if not m.names:
         return
+    delta = (m.updates or {}).get("names")
+    base_docs = int(m.updates["base"]["documents"]) if delta else m.documents
+    parts = [("", build_dir, m.names, base_docs)]
+    if delta:
+        parts.append(("delta ", build_dir / "delta", delta, m.documents - base_docs))
+    problems: list[str] = []
+    for label, where, record, documents in parts:
+        problems += [label + p for p in _name_problems(where, record, documents)]
+    if problems:
+        c.error("names", "; ".join(problems))
+        return
+    rows = sum(int(r["rows"]) for _, _, r, _ in parts)
+    c.ok("names", f"{rows} names of {m.documents} documents" + (", with vectors" if m.names.get("dense") else "")
+         + (" (base and delta)" if delta else ""))
+
+
+def _name_problems(where: Path, record: dict, documents: int) -> list[str]:
     from hiera.index.names import NAMES_DIR, StringTable
 
-    d = build_dir / NAMES_DIR
-    rows, problems = int(m.names.get("rows", -1)), []
+    d = where / NAMES_DIR
+    rows, problems = int(record.get("rows", -1)), []
     docs = load_npy(d / "doc.npy", mmap=True)
     sizes = {"names": len(StringTable.load(d, "names")), "keys": len(StringTable.load(d, "keys")),
              "doc.npy": len(docs), "kind.npy": len(load_npy(d / "kind.npy", mmap=True)),
              "key_hash.npy": len(load_npy(d / "key_hash.npy", mmap=True))}
     problems += [f"{name} has {n} rows, the manifest {rows}" for name, n in sizes.items() if n != rows]
     titles = len(StringTable.load(d, "titles"))
-    if titles != m.documents or len(load_npy(d / "prior.npy", mmap=True)) != m.documents:
-        problems.append(f"titles/prior cover {titles} documents, the manifest {m.documents}")
+    if titles != documents or len(load_npy(d / "prior.npy", mmap=True)) != documents:
+        problems.append(f"titles/prior cover {titles} documents, the manifest {documents}")
     if rows > 0 and len(docs) == rows:
-        if int(docs.min()) < 0 or int(docs.max()) >= m.documents:
+        if int(docs.min()) < 0 or int(docs.max()) >= documents:
             problems.append("a name points at no document")
-    vec = build_dir / "dense" / "names.f16.npy"
-    if m.names.get("dense") and vec.exists() and len(load_npy(vec, mmap=True)) != rows:
+    vec = where / "dense" / "names.f16.npy"
+    if record.get("dense") and vec.exists() and len(load_npy(vec, mmap=True)) != rows:
         problems.append(f"{vec.name} does not hold one vector per name")
-    if problems:
-        c.error("names", "; ".join(problems))
-        return
-    c.ok("names", f"{rows} names of {m.documents} documents" + (", with vectors" if m.names.get("dense") else ""))
+    return problems
