@@ -36,7 +36,7 @@ from hiera.backends import check_backend
 from hiera.corpus.store import CorpusStore, DocRow
 from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
-from hiera.errors import HieraError, IndexMissingError, ManifestMismatchError
+from hiera.errors import CollectionChangedError, HieraError, IndexMissingError, ManifestMismatchError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import Placement, TorchExactIndex, resolve_placement
@@ -230,6 +230,17 @@ class Collection(Protocol):
     def warmup(self) -> None: ...
 
 
+def _all_found(found: dict[int, Any], rows: list[int], what: str) -> list[Any]:
+    """``found``'s rows in ``rows``' order; a missing one means another process removed it since this build was opened."""
+    missing = sum(1 for r in rows if r not in found)
+    if missing:
+        raise CollectionChangedError(
+            f"{missing} {what}(s) this search found were removed from the collection while it ran "
+            "(another process committed a change); search again"
+        )
+    return [found[r] for r in rows]
+
+
 # -- the part of a live build every implementation shares ------------------------------------------------------
 class BuildView:
     """A collection's live build without its indexes: store, checked manifest, layout, encoders, defaults.
@@ -420,13 +431,11 @@ class BuildView:
     # -- hydration -------------------------------------------------------------------------------------------
     def passages_at(self, positions: np.ndarray | list[int]) -> list[Passage]:
         rows = [int(self.passage_rows[int(i)]) for i in positions]
-        found = self.store.passages_by_rowid(rows)
-        return [found[r] for r in rows]
+        return _all_found(self.store.passages_by_rowid(rows), rows, "passage")
 
     def docs_at(self, positions: np.ndarray | list[int]) -> list[DocRow]:
         rows = [int(self.doc_rows[int(i)]) for i in positions]
-        found = self.store.docs_by_rowid(rows)
-        return [found[r] for r in rows]
+        return _all_found(self.store.docs_by_rowid(rows), rows, "document")
 
     def docs_by_position(self) -> list[DocRow | None]:
         """Every document position's row, in layout order; ``None`` where the document was removed or replaced.

@@ -39,6 +39,15 @@ class ManifestMismatchError(HieraError):
     """An index was built with other models, rules or files than requested."""
 
 
+class CollectionChangedError(HieraError):
+    """Rows a search found were removed from the store while it ran: another process committed a change.
+
+    The search read an index built before the change and the store after it;
+    it is refused rather than answered with rows that no longer exist (a
+    server retries it once on the build of the new state).
+    """
+
+
 class ShardUnavailableError(HieraError):
     """A shard of a sharded build did not answer (its replica died, its node is gone, or it timed out).
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import helpers
 import httpx
@@ -194,3 +195,32 @@ def test_client_remove(root: Path, server: str) -> None:
     with HieraClient(server, api_key="wrong") as hc, pytest.raises(AuthError) as e:
         hc.remove("chess")
     assert e.value.status == 401
+
+
+def test_a_change_committed_during_a_search_is_searched_again_not_a_500(
+        root: Path, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process removes a document after a search found it and before the search read its rows.
+
+    The search's index predates the change, the store does not: its rows are
+    gone. The server searches once more on the build of the new state instead
+    of failing (a 500) or answering with rows the store no longer holds.
+    """
+    from hiera.collection import BuildView
+
+    params = {**BEE_PARAMS, "q": BEES + " volcano eruption"}  # other documents match too
+    assert "honey_bee" in _doc_ids(server, params)
+    read = BuildView.passages_at
+    calls: list[int] = []
+
+    def removed_in_between(self: BuildView, positions: Any) -> Any:
+        if not calls:  # the search has found its hits; now another writer commits
+            remove_documents(root, ["honey_bee"], log=helpers.QUIET, progress=False, compact_at=1.0)
+        calls.append(len(positions))
+        return read(self, positions)
+
+    monkeypatch.setattr(BuildView, "passages_at", removed_in_between)
+    r = httpx.get(server + "search", params=params, headers=AUTH, timeout=60)
+    assert r.status_code == 200, r.text
+    assert len(calls) == 2  # the first search found honey_bee's rows gone; the second ran on the new build
+    ids = [h["doc_id"] for h in r.json()["hits"]]
+    assert ids and "honey_bee" not in ids

@@ -40,7 +40,7 @@ from fastapi.staticfiles import StaticFiles
 
 from hiera.builds import open_collection, remove_documents
 from hiera.collection import Collection
-from hiera.errors import BadInputError, HieraError, ShardUnavailableError
+from hiera.errors import BadInputError, CollectionChangedError, HieraError, ShardUnavailableError
 from hiera.index.exact import resolve_placement
 from hiera.lock import CollectionBusyError
 from hiera.results import TraceStep
@@ -173,6 +173,11 @@ def create_app(
     async def hiera_error(request: Request, exc: HieraError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
 
+    @app.exception_handler(CollectionChangedError)
+    async def collection_changed(request: Request, exc: CollectionChangedError) -> JSONResponse:
+        """Changed twice under one search: 503 (retry), never rows the store no longer holds."""
+        return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "1"})
+
     @app.exception_handler(ShardUnavailableError)
     async def shard_unavailable(request: Request, exc: ShardUnavailableError) -> JSONResponse:
         """A shard did not answer: 503 (retry), never a result silently missing that shard's hits."""
@@ -229,7 +234,13 @@ def create_app(
             t0 = time.perf_counter()
             budget = pool.timeout - SHARD_WAIT_MARGIN_S - (time.monotonic() - arrived)
             with gate.search(), shard_calls(partial=partial, timeout=max(0.0, budget)) as calls:
-                body = work()
+                try:
+                    body = work()
+                except CollectionChangedError:
+                    # another process removed rows this search found after it began: once more, on the build
+                    # that serves the store's new state (work looks its retriever up again)
+                    service.refresh(wait=True)
+                    body = work()
             if partial:
                 mark_partial(body, calls)
             body["took_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
