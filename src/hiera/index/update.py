@@ -15,10 +15,13 @@ the new state, as :func:`hiera.index.build.build` does for ``hiera add``:
   from the embedding cache (text encoded before is not encoded again), a Flat
   FAISS index over them. A delta that the change leaves as it was is
   hard-linked too;
-* the name table is linked when the change adds no text (its reader,
-  :class:`hiera.link.titles.TitleIndex`, masks the dead documents' names like
-  every other index), else rewritten from the live titles by position
-  (vectors of known names copied).
+* the name table is linked (its reader, :class:`hiera.link.titles.TitleIndex`,
+  masks the dead documents' names like every other index), and the delta's
+  documents' names go into a delta name table (``delta/names/``: BM25 over
+  the base table's statistics, vectors of known names copied, Flat FAISS),
+  composed with the base's by :class:`hiera.index.segments.SegmentedNames`;
+  a table naming more than the base (written before delta name tables) is
+  rewritten whole from the live titles instead.
 
 When the dead and delta rows would pass :data:`~hiera.index.segments.COMPACT_AT`
 of the build, or the live build cannot take a delta (a sharded build gaining
