@@ -13,6 +13,7 @@ import helpers
 import pytest
 
 import hiera.index.build as build_mod
+import hiera.index.publish as publish_mod
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
@@ -72,11 +73,12 @@ def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.Monke
     leftover.mkdir()
     (leftover / "junk").write_text("x", encoding="utf-8")
 
-    # The rebuild runs in the same second, in the same process, as the live build:
-    # its directory name must not collide with the live one.
-    stamp, pid = old_dir.name.rsplit("-", 1)
+    # The rebuild runs in the same second, in the same process, as the live build, and draws the same random
+    # part: its directory name must not collide with the live one.
+    stamp, pid, token = old_dir.name.rsplit("-", 2)
     assert pid == str(os.getpid())
     monkeypatch.setattr(build_mod.time, "strftime", lambda *a: stamp)
+    monkeypatch.setattr(publish_mod.secrets, "token_hex", lambda n: token)
     build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
     new_dir = live_build_dir(col_copy)
     assert new_dir != old_dir and not old_dir.exists()
@@ -198,3 +200,19 @@ def test_a_server_keeps_its_open_build_while_the_live_one_cannot_be_told(
     assert service.col.build_dir == before and service.stale is None
     assert f"still serving build {before.name}" in caplog.text and "damaged pending-swap marker" in caplog.text
     assert service.retriever("bm25").search("chess knight", k=1).hits
+
+
+def test_a_removed_builds_name_is_never_reused(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds published in the same second by one process get new names, even once the earlier ones are removed.
+
+    A server still serving a removed build tells a newer one by its name: a
+    reused name would look like the build it already serves.
+    """
+    stamp = live_build_dir(col_copy).name.split("-")[0] + "-000000"
+    monkeypatch.setattr(build_mod.time, "strftime", lambda *a: stamp)
+    names = [live_build_dir(col_copy).name]
+    for _ in range(3):
+        build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+        names.append(live_build_dir(col_copy).name)
+    assert len(set(names)) == len(names)
+    assert _builds(col_copy) == [names[-1]]

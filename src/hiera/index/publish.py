@@ -41,6 +41,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import time
@@ -200,10 +201,11 @@ def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transactio
     previous = None if damaged else _read_previous(previous_dir)
     builds = root / BUILDS
     builds.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    # A build's name is never reused, not even once its directory is removed: a server or a Ray router that
+    # still serves a removed build tells a newer one by its name. Two builds in the same second by one process
+    # (a server, a script, `add` right after `build`) differ in their random part.
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(3)}"
     name, n = stamp, 1
-    # Two builds in the same second by one process (a server, a script, `add`
-    # right after `build`) must not collide with the live build directory.
     while (builds / name).exists() or (builds / (name + ".partial")).exists():
         n += 1
         name = f"{stamp}-{n}"
