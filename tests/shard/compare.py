@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 TOL = 1e-5
@@ -33,3 +36,12 @@ def assert_same(a: list[Any], b: list[Any], what: str) -> None:
         for name in x[3]:
             assert abs(x[3][name][0] - y[3][name][0]) <= TOL, f"{what}: stage {name} of {x[:2]}"
             assert x[3][name][1] == y[3][name][1], f"{what}: stage {name} rank of {x[:2]}"
+
+
+def get_json(url: str, timeout: float = 30.0) -> tuple[int, Any]:
+    """``(status, JSON body)`` of a GET, error answers included (a Serve application over HTTP)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")

@@ -6,7 +6,6 @@ whole module (see conftest.py).
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.parse
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shard.compare import QUERIES, assert_same
+from shard.compare import QUERIES, assert_same, get_json
 
 from hiera.builds import open_collection
 from hiera.retrieve import get_retriever
@@ -39,14 +38,6 @@ def test_ray_build_is_sharded_and_exact(unsharded: Path, ray3: Path) -> None:
             assert_same(a.hits, b.hits, f"ray build {name} {level} {q!r}")
 
 
-def _get(url: str, timeout: float = 30.0) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
 @pytest.fixture(scope="module")
 def served(ray3: Path, ray_head: dict) -> Any:
     from ray import serve
@@ -58,7 +49,7 @@ def served(ray3: Path, ray_head: dict) -> Any:
     deadline = time.monotonic() + 120
     while True:
         try:
-            status, body = _get(url + "health", timeout=5)
+            status, body = get_json(url + "health", timeout=5)
             if status == 200 and body.get("warm"):
                 break
         except OSError:
@@ -79,11 +70,11 @@ def test_ray_serve_http_answers_like_one_process(unsharded: Path, served: str) -
             for q in QUERIES[:3]:
                 params = {"q": q, "retriever": name, "level": level, "k": 10}
                 a = one.get("/search", params=params)
-                status, b = _get(served + "search?" + urllib.parse.urlencode(params))
+                status, b = get_json(served + "search?" + urllib.parse.urlencode(params))
                 assert a.status_code == status == 200, b
                 assert_same(a.json()["hits"], b["hits"], f"ray serve {name} {level} {q!r}")
                 assert set(a.json()) == set(b)
-        assert one.get("/methods").json() == _get(served + "methods")[1]
-        status, body = _get(served + "search?" + urllib.parse.urlencode({"q": "x", "retriever": "nope"}))
+        assert one.get("/methods").json() == get_json(served + "methods")[1]
+        status, body = get_json(served + "search?" + urllib.parse.urlencode({"q": "x", "retriever": "nope"}))
         assert status == one.get("/search", params={"q": "x", "retriever": "nope"}).status_code
         assert body["detail"].startswith("unknown retriever 'nope'")

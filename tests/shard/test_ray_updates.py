@@ -10,7 +10,6 @@ drives the whole thing over HTTP on the session's local Ray head.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.parse
@@ -22,7 +21,7 @@ from typing import Any
 import helpers
 import numpy as np
 import pytest
-from shard.compare import assert_same
+from shard.compare import assert_same, get_json
 
 from hiera.builds import open_collection, remove_documents, update_collection
 from hiera.corpus.ingest import ingest
@@ -107,16 +106,8 @@ def test_restarted_shard_replica_opens_its_shard_from_the_live_build(sharded3_co
 
 
 # -- over HTTP, on the session's Ray head ------------------------------------------------------------------------------
-def _get(url: str, timeout: float = 30.0) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
 def _search(url: str, method: str) -> tuple[int, Any]:
-    return _get(url + "search?" + urllib.parse.urlencode({"q": QUERY, "retriever": method, "k": K}))
+    return get_json(url + "search?" + urllib.parse.urlencode({"q": QUERY, "retriever": method, "k": K}))
 
 
 def _until(what: str, check: Any, seconds: float = 10.0) -> Any:
@@ -143,7 +134,7 @@ def served_copy(sharded3_copy: Path, ray_head: dict) -> Iterator[tuple[Path, str
     try:
         def warm() -> bool:
             try:
-                status, body = _get(url + "health", timeout=5)
+                status, body = get_json(url + "health", timeout=5)
             except OSError:
                 return False
             return status == 200 and bool(body.get("warm"))
@@ -164,7 +155,7 @@ def test_ray_serve_shows_a_removal_without_redeploy_and_refuses_new_text(served_
     _remove(root)
     after = live_build_dir(root)
     assert after is not None
-    _until("the removal's build served", lambda: _get(url + "health")[1].get("build") == after.name)
+    _until("the removal's build served", lambda: get_json(url + "health")[1].get("build") == after.name)
     local = open_collection(root)
     for method in METHODS:
         status, body = _search(url, method)
