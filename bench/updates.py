@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import time
 from collections.abc import Callable
@@ -91,7 +92,7 @@ def rebuild(root: Path) -> float:
     opts = BuildOptions.from_manifest(m)
     opts.device, opts.progress = "cpu", False
     t = time.perf_counter()
-    build_collection(root, opts, log=_quiet)
+    build_collection(root, opts, log=lambda s: print(f"  rebuild {time.perf_counter() - t:7.1f}s {s}", flush=True))
     return time.perf_counter() - t
 
 
@@ -129,10 +130,11 @@ def changed_documents(root: Path, ids: list[str], path: Path) -> Path:
 
     store = CorpusStore(root)
     lines = []
+    run = time.strftime("%Y%m%d%H%M%S")  # text no earlier run filed in the embedding cache: the update encodes it
     for doc_id in ids:
         doc = store.get_document(doc_id)
         assert doc is not None
-        sentence = f" This section was revised (revision {doc_id})."
+        sentence = f" This section was revised (revision {doc_id}, {run})."
         sec = next((s for s in doc.sections if s.paragraphs), None)
         if sec is not None:
             sec.paragraphs[0] += sentence
@@ -355,14 +357,87 @@ def synthetic_template(n: int) -> tuple[Path, Path, list[str]]:
     return corpus, cache, qs
 
 
+REAL_BACKEND = "onnx-int8"  # the stand-in vectors' cache key: the update encodes its changed text with the default
+
+
+def real_template(n: int, seed: int = 13) -> tuple[Path, Path]:
+    """``bench.scale_real``'s real-text store of ``n`` distractor passages plus the pooled corpus, built with Flat
+    indexes from stand-in vectors.
+
+    Real text (BM25's postings, the name table's titles and aliases are
+    those of real documents); the vectors are stand-ins filed into a private
+    cache, as :mod:`bench.synthetic` files its own (each document a random
+    unit vector, its passages noisy copies), because encoding 1M passages
+    takes hours on this machine. Text that the stand-ins do not cover (an
+    update's changed passages) is encoded for real, with the default backend.
+    """
+    from bench.scale_real import ingest_store
+    from hiera.corpus.store import STORE_FILE, CorpusStore
+    from hiera.encode import DEFAULT_MODEL, EmbeddingCache, Encoder, text_hash
+    from hiera.index.build import BuildOptions, build, read_corpus
+    from hiera.index.names import name_rows
+    from hiera.index.publish import live_build_dir
+
+    base = BASE / f"real-{n // 1000}k"
+    corpus, cache_dir, done = base / "corpus", base / "cache", base / "ready.json"
+    if not done.exists():
+        shutil.rmtree(base, ignore_errors=True)
+        corpus.mkdir(parents=True)
+        store_root = ingest_store(n, seed)
+        with sqlite3.connect(store_root / STORE_FILE) as src, sqlite3.connect(corpus / STORE_FILE) as dst:
+            src.backup(dst)  # a consistent copy while another process may read the store
+        t = time.perf_counter()
+        store = CorpusStore(corpus)
+        c = read_corpus(store, fulltext=False)
+        names = name_rows([d.title for d in c.docs], store.iter_aliases(), ()).names
+        store.close()
+        enc = Encoder(DEFAULT_MODEL, use_cache=False, backend=REAL_BACKEND)
+        cache = EmbeddingCache(cache_dir, enc.cache_key, enc.dim)
+        rng = np.random.default_rng(seed)
+        counts = np.diff(c.offsets)
+        step = 20_000
+        for a in range(0, len(c.docs), step):
+            b = min(a + step, len(c.docs))
+            dv = rng.standard_normal((b - a, enc.dim)).astype(np.float32)
+            dv /= np.linalg.norm(dv, axis=1, keepdims=True)
+            pv = np.repeat(dv, counts[a:b], axis=0) + 0.5 / np.sqrt(enc.dim) * rng.standard_normal(
+                (int(counts[a:b].sum()), enc.dim)).astype(np.float32)
+            pv /= np.linalg.norm(pv, axis=1, keepdims=True)
+            items = [(text_hash(enc.document_prompt + s), v)
+                     for s, v in zip(c.passage_texts[c.offsets[a]:c.offsets[b]], pv, strict=True)]
+            items += [(text_hash(enc.document_prompt + s), v) for s, v in zip(c.summaries[a:b], dv, strict=True)]
+            cache.put_many(items)
+        nv = rng.standard_normal((len(names), enc.dim)).astype(np.float32)
+        nv /= np.linalg.norm(nv, axis=1, keepdims=True)
+        cache.put_many([(text_hash(enc.document_prompt + s), v) for s, v in zip(names, nv, strict=True)])
+        cache.close()
+        done.write_text(json.dumps({"passages": len(c.passage_texts), "documents": len(c.docs),
+                                    "seconds": round(time.perf_counter() - t, 1)}))
+        print(f"real: stand-in vectors of {len(c.passage_texts):,} passages filed in {time.perf_counter() - t:.0f}s",
+              flush=True)
+    if live_build_dir(corpus) is None:
+        t = time.perf_counter()
+        build(corpus, BuildOptions(backend=REAL_BACKEND, cache_dir=cache_dir, passage_factory="Flat",
+                                   doc_factory="Flat", profile="small", device="cpu", progress=False), log=_quiet)
+        print(f"real: built in {time.perf_counter() - t:.0f}s", flush=True)
+    return corpus, cache_dir
+
+
 def main(argv: list[str] | None = None) -> Report:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="pooled,synthetic")
     ap.add_argument("--passages", type=int, default=200_000, help="synthetic passages (the issue's scale: 1000000)")
+    ap.add_argument("--real", type=int, default=1_000_000,
+                    help="distractor passages of the real-text part (bench.scale_real's store)")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the run (0: the machine's default)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # the writers run with the machine's default threads, as `hiera add` and `hiera build` do (the update's
+    # encoding uses every core; the rebuild's BM25 mostly one): pinned to one thread, the update's encoding of
+    # its changed passages takes twice as long. `--threads 1` measures that.
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
     rep = Report("updates", COLUMNS)
     results: dict[str, Any] = {}
@@ -381,6 +456,15 @@ def main(argv: list[str] | None = None) -> Report:
         results["synthetic"] = run_corpus(rep, "synthetic", corpus, qs[: args.queries], args.seed,
                                           lambda ids: synthetic_prefill(cache, ids))
         results["synthetic"]["scale"] = args.passages
+    if "real" in parts:
+        from hiera.eval.questions import load_questions
+
+        corpus, cache = real_template(args.real)
+        os.environ["HIERA_CACHE_DIR"] = str(cache)
+        squad = data_dir() / "squad"
+        qs = [q.text for q in load_questions(squad / "dev-v1.1.first24.json", "squad")][: args.queries]
+        results["real"] = run_corpus(rep, f"real-{args.real // 1000}k", corpus, qs, args.seed, lambda ids: None)
+        results["real"]["scale"] = args.real
     rep.print("updates")
     rep.write(**merged(parts, results, rep))
     return rep
