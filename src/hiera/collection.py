@@ -58,6 +58,7 @@ from hiera.index.segments import (
     SegmentedBm25,
     SegmentedIndex,
     SegmentedMatrix,
+    SegmentedNames,
     dead_masks,
     open_names,
     read_tombstones,
@@ -225,7 +226,7 @@ class Collection(Protocol):
 
     def derived(self, key: str, make: Callable[[], T]) -> T: ...
 
-    def name_index(self) -> tuple[NameTable | None, VectorIndex | None]: ...
+    def name_index(self) -> tuple[NameTable | SegmentedNames | None, VectorIndex | None]: ...
 
     def warmup(self) -> None: ...
 
@@ -459,7 +460,7 @@ class BuildView:
         """The document's title, a newline, then its full text."""
         return self.store.doc_fulltext(doc_id)
 
-    def name_index(self) -> tuple[NameTable | None, VectorIndex | None]:
+    def name_index(self) -> tuple[NameTable | SegmentedNames | None, VectorIndex | None]:
         """The build's name table and the FAISS index over its names' vectors (:mod:`hiera.index.names`).
 
         ``(None, None)`` for a build made without one (before 2026-11-24, or ``--no-names``);
@@ -467,7 +468,7 @@ class BuildView:
         """
         return self.derived("hiera.index.names", self._load_names)
 
-    def _load_names(self) -> tuple[NameTable | None, VectorIndex | None]:
+    def _load_names(self) -> tuple[NameTable | SegmentedNames | None, VectorIndex | None]:
         cfg = Bm25Config.from_dict(self.manifest.bm25) if self.manifest.bm25 else None
         return open_names(self.build_dir, self.manifest, cfg, mmap=self.mmap)
 

@@ -211,7 +211,8 @@ class SegmentedNames:
         return KINDS[int(self.kind[row])]
 
 
-def open_names(build_dir: Path, manifest: Any, bm25_config: Any, mmap: bool = True) -> tuple[Any, Any]:
+def open_names(build_dir: Path, manifest: Any, bm25_config: Any,
+               mmap: bool = True) -> tuple[NameTable | SegmentedNames | None, Any]:
     """A build's name table and the FAISS index over its names' vectors (``None`` without vectors), delta included.
 
     ``(None, None)`` for a build without a name table.
@@ -220,7 +221,7 @@ def open_names(build_dir: Path, manifest: Any, bm25_config: Any, mmap: bool = Tr
     if not record:
         return None, None
     build_dir = Path(build_dir)
-    table: Any = NameTable(build_dir, record, bm25_config, mmap=mmap)
+    table: NameTable | SegmentedNames = NameTable(build_dir, record, bm25_config, mmap=mmap)
     path = build_dir / "dense" / "names.faiss"
     index = load_faiss(path, mmap) if path.exists() else None
     delta_record = (getattr(manifest, "updates", None) or {}).get("names")

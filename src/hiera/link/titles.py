@@ -42,6 +42,7 @@ from hiera.fusion import by_max
 from hiera.index.dense import faiss_search
 from hiera.index.masked import bm25_top, vector_search
 from hiera.index.names import MemoryNames, NameTable
+from hiera.index.segments import SegmentedNames
 from hiera.index.select import topk
 from hiera.query import Allowed
 from hiera.text import name_key
@@ -66,7 +67,7 @@ class TitleIndex:
     """
 
     def __init__(self, titles: list[str] | None = None, aliases: Iterable[tuple[str, str]] = (),
-                 links: Iterable[list[str]] = (), *, table: NameTable | MemoryNames | None = None,
+                 links: Iterable[list[str]] = (), *, table: NameTable | SegmentedNames | MemoryNames | None = None,
                  vectors: Any = None, live: np.ndarray | None = None) -> None:
         """``live``: the collection's live documents (a changed build's; ``None``: all), the only ones a name
         may lead to, so that a table written before a removal never links to a removed title or alias."""
