@@ -12,7 +12,8 @@ that dense search is exact), in one run:
    :func:`hiera.builds.remove_documents`: seconds, and the ratio to a full
    rebuild of the same collection measured in the same run
    (:func:`hiera.builds.build_collection` with the live build's options; every
-   vector comes from the previous build, nothing is encoded);
+   vector comes from the previous build, nothing is encoded; the faster of
+   the run's two rebuilds, the one before the changes and the one after);
 2. **update** 1% of the documents, one section changed each (a sentence
    appended to its first paragraph), re-ingested as ``hiera-jsonl`` with the
    build published inside the ingest's transaction
@@ -279,23 +280,25 @@ def run_corpus(rep: Report, name: str, template: Path, queries: list[str], seed:
         res[key or step] = value
         rep.add({"corpus": name, "step": step, "value": value, "unit": unit, "target": target})
 
-    t_rebuild = rebuild(a)
-    row("full rebuild (vectors reused)", round(t_rebuild, 2), "s", key="rebuild_s")
+    t_first = rebuild(a)  # also the build the changes start from (made by this code)
 
     gone1 = pick(ids, 0.01, seed)
     t_remove = remove(a, gone1)
-    row(f"remove 1% ({len(gone1)} documents)", round(t_remove, 2), "s", key="remove_s")
-    row("remove 1% / rebuild", round(t_remove / t_rebuild, 4), "ratio", "≤ 0.05", key="remove_ratio")
-
     left = [i for i in ids if i not in set(gone1)]
     changed = pick(left, 0.01, seed + 1)
     path = changed_documents(a, changed, work / "changed.jsonl")
     t_update = update(a, path, prefill_for(changed))
+
+    # a clean base for the 10% deletes, and a copy of it that searches "before"; the rebuild the changes are held
+    # to is the faster of the two (the first reads a cold copy): the smaller denominator, the stricter ratio
+    t_second = rebuild(a)
+    t_rebuild = min(t_first, t_second)
+    res["rebuilds_s"] = [round(t_first, 2), round(t_second, 2)]
+    row("full rebuild (vectors reused; the faster of two)", round(t_rebuild, 2), "s", key="rebuild_s")
+    row(f"remove 1% ({len(gone1)} documents)", round(t_remove, 2), "s", key="remove_s")
+    row("remove 1% / rebuild", round(t_remove / t_rebuild, 4), "ratio", "≤ 0.05", key="remove_ratio")
     row(f"update 1% ({len(changed)} documents, one section each)", round(t_update, 2), "s", key="update_s")
     row("update 1% / rebuild", round(t_update / t_rebuild, 4), "ratio", "≤ 0.10", key="update_ratio")
-
-    # a clean base for the 10% deletes, and a copy of it that searches "before"
-    rebuild(a)
     before = _copy(a, work / "before")
     left = doc_ids(a)
     gone10 = pick(left, 0.10, seed + 2)
