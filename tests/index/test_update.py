@@ -267,3 +267,24 @@ def test_new_text_extends_the_name_table_with_a_delta_and_links_the_base(changed
     findings = check_collection(changed["root"])
     assert any(f.check == "names" and "base and delta" in f.detail for f in findings)
     assert [f for f in findings if f.status == "error"] == []
+
+
+def test_a_delta_whose_documents_have_no_name_key(tmp_path: Path) -> None:
+    """New text whose title normalizes to nothing adds no name: lookups still answer from the base table."""
+    from hiera.check import check_collection
+    from hiera.corpus.tree import Document
+    from hiera.link.titles import TitleIndex
+
+    root = helpers.build_collection(tmp_path / "col", helpers.make_docs(), BuildOptions(progress=False))
+    odd = Document(id="odd", title="!!!", lead=["Glaciers carve valleys as they slowly move downhill under ice."])
+    src = helpers.write_jsonl(tmp_path / "odd.jsonl", [odd])
+    ingest([src], "hiera-jsonl", root, progress=False,
+           before_commit=lambda st: update_collection(root, st, log=helpers.QUIET, compact_at=1.0, progress=False))
+    col = open_collection(root)
+    assert col.manifest.updates["names"]["rows"] == 0 and col.manifest.updates["delta"]["documents"] == 1
+    titles = TitleIndex.from_collection(col)
+    ids = [d.id if d is not None else None for d in col.docs_by_position()]
+    assert [ids[m.doc] for m in titles.exact("Chess")] == ["chess"]
+    assert ids[titles.bm25("Chess", k=1)[0].doc] == "chess"
+    assert ids[titles.dense(col.doc_encoder, col.doc_encoder.encode_query("Chess"), k=1)[0].doc] == "chess"
+    assert [f for f in check_collection(root) if f.status == "error"] == []

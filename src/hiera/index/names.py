@@ -58,8 +58,9 @@ class StringTable(Sequence[str]):
 
     @classmethod
     def load(cls, directory: Path, name: str, mmap: bool = True) -> StringTable:
-        blob = np.memmap(directory / f"{name}.bin", dtype=np.uint8, mode="r") if mmap else np.fromfile(
-            directory / f"{name}.bin", dtype=np.uint8)
+        path = directory / f"{name}.bin"
+        empty = path.stat().st_size == 0  # a table of no strings (or of empty ones): nothing to map
+        blob = np.memmap(path, dtype=np.uint8, mode="r") if mmap and not empty else np.fromfile(path, dtype=np.uint8)
         return cls(blob, load_npy(directory / f"{name}.idx.npy", mmap))
 
     @staticmethod
@@ -184,7 +185,9 @@ def write_names(out: Path, titles: Sequence[str], rows: NameRows, bm25_config: B
                               "has_prior": bool(rows.prior.any()), "bm25": bm25_config is not None,
                               "prior_top": float(rows.top)}
     if bm25_config is not None:
-        if base is not None and base.bm25 is not None:
+        if base is not None and not rows.names:
+            record["tokens"] = 0  # nothing to index: the base's BM25 answers alone (no bm25/ here)
+        elif base is not None and base.bm25 is not None:
             tokens = analyze(rows.names, bm25_config)
             stats = with_base(base.bm25, base.tokens, tokens)
             build_with_stats(tokens, stats, bm25_config).save(d / "bm25")

@@ -200,11 +200,16 @@ class SegmentedNames:
         return list(dict.fromkeys([*self.parts[0].key_list, *self.parts[1].key_list]))
 
     @cached_property
-    def bm25(self) -> SegmentedBm25 | None:
-        base, delta = self.parts[0].bm25, self.parts[1].bm25
+    def bm25(self) -> Any:
+        base = self.parts[0].bm25
+        if len(self.parts[1]) == 0:  # delta documents without a name key: nothing of theirs to search
+            return base
+        delta = self.parts[1].bm25
         return None if base is None or delta is None else SegmentedBm25(base, delta)
 
-    def vectors(self) -> SegmentedMatrix:
+    def vectors(self) -> Any:
+        if len(self.parts[1]) == 0:
+            return self.parts[0].vectors()
         return SegmentedMatrix([self.parts[0].vectors(), self.parts[1].vectors()])
 
     def kind_name(self, row: int) -> str:
