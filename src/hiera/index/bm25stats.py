@@ -76,6 +76,14 @@ def with_base(base: Bm25Index, base_tokens: int, tokens: Sequence[Sequence[str]]
     return CorpusStats(base.size + delta.n_docs, int(base_tokens) + delta.total_len, df)
 
 
+def build_delta(texts: Sequence[str], base: Bm25Index, base_tokens: int, config: Bm25Config) -> tuple[Bm25Index, int]:
+    """A delta segment's BM25 index over ``texts``, scored with ``base``'s statistics plus its own
+    (:func:`with_base`), and the delta's length in tokens (what a later delta over both adds to)."""
+    tokens = analyze(texts, config)
+    stats = with_base(base, base_tokens, tokens)
+    return build_with_stats(tokens, stats, config), stats.total_len - int(base_tokens)
+
+
 def build_with_stats(tokens: Sequence[Sequence[str]], stats: CorpusStats, config: Bm25Config) -> Bm25Index:
     """A bm25s index over ``tokens`` whose IDF and average length are ``stats``'s (the whole corpus)."""
     import bm25s

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.bm25stats import analyze, build_with_stats, with_base
+from hiera.index.bm25stats import build_delta
 from hiera.io import load_npy
 from hiera.text import base_name, name_key
 
@@ -188,10 +188,8 @@ def write_names(out: Path, titles: Sequence[str], rows: NameRows, bm25_config: B
         if base is not None and not rows.names:
             record["tokens"] = 0  # nothing to index: the base's BM25 answers alone (no bm25/ here)
         elif base is not None and base.bm25 is not None:
-            tokens = analyze(rows.names, bm25_config)
-            stats = with_base(base.bm25, base.tokens, tokens)
-            build_with_stats(tokens, stats, bm25_config).save(d / "bm25")
-            record["tokens"] = stats.total_len - base.tokens
+            index, record["tokens"] = build_delta(rows.names, base.bm25, base.tokens, bm25_config)
+            index.save(d / "bm25")
         else:
             index = Bm25Index.build(rows.names, bm25_config)
             index.save(d / "bm25")

@@ -43,7 +43,7 @@ import numpy as np
 from hiera.corpus.store import CorpusStore
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
-from hiera.index.bm25stats import analyze, build_with_stats, with_base
+from hiera.index.bm25stats import build_delta
 from hiera.index.build import (
     BuildOptions,
     _build_into,
@@ -280,10 +280,8 @@ def _write_delta(out: Path, store: CorpusStore, previous_dir: Path, previous: Ma
         doc_texts = [store.doc_fulltext(d.id) for d in docs] if fulltext else [d.summary for d in docs]
         for name, items in (("passages", texts), ("docs", doc_texts)):
             base = Bm25Index.load(previous_dir / f"bm25-{name}", cfg, mmap=True)
-            tokens = analyze(items, cfg)
-            stats = with_base(base, int(previous.bm25["tokens"][name]), tokens)
-            build_with_stats(tokens, stats, cfg).save(out / f"bm25-{name}")
-            record[f"tokens_{name}"] = stats.total_len - int(previous.bm25["tokens"][name])
+            index, record[f"tokens_{name}"] = build_delta(items, base, int(previous.bm25["tokens"][name]), cfg)
+            index.save(out / f"bm25-{name}")
         log(f"bm25: delta of {len(texts)} passages, {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     if previous.models:
         (out / "dense").mkdir()
