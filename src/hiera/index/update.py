@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from hiera.corpus.store import CorpusStore
+from hiera.encode import Encoder
 from hiera.errors import BadInputError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.bm25stats import build_delta
@@ -178,7 +179,7 @@ def write_segment(out: Path, store: CorpusStore, previous_dir: Path, previous: M
         delta = dict(previous.updates["delta"])
     if previous.names and not plan.same_delta and not names_delta:
         titles = _titles(previous_dir, nb, plan.dead) + [d.title for d in docs]
-        enc = (lambda: opts.encoder("doc")) if previous.models and (previous.names or {}).get("dense") else None
+        enc = _names_encoder(previous, opts)
         t = time.perf_counter()
         m.names = write_name_index(out, store, titles, opts, enc, previous_dir, previous)
         log(f"names: {m.names['rows']} names rewritten in {time.perf_counter() - t:.1f}s")
@@ -208,6 +209,12 @@ def _names_extend(previous: Manifest, nb: int) -> bool:
         not names.get("bm25") or "tokens" in names)
 
 
+def _names_encoder(previous: Manifest, opts: BuildOptions) -> Callable[[], Encoder] | None:
+    """What makes the names' encoder (the document encoder) when the live build has name vectors: made only if a
+    name is new (known names' vectors are copied)."""
+    return (lambda: opts.encoder("doc")) if previous.models and (previous.names or {}).get("dense") else None
+
+
 def _write_delta_names(out: Path, store: CorpusStore, previous_dir: Path, previous: Manifest, docs: list,
                        opts: BuildOptions, log: Callable[[str], None]) -> dict:
     """``delta/names/`` (and ``delta/dense/names.*``): the delta documents' names, over the base table's statistics."""
@@ -216,7 +223,7 @@ def _write_delta_names(out: Path, store: CorpusStore, previous_dir: Path, previo
     cfg = Bm25Config.from_dict(previous.bm25) if previous.bm25 is not None and record.get("bm25") else None
     bm25 = Bm25Index.load(previous_dir / NAMES_DIR / "bm25", cfg, mmap=True) if cfg is not None else None
     base = NameBase(bm25, int(record.get("tokens", 0)), float(record["prior_top"]))
-    enc = (lambda: opts.encoder("doc")) if previous.models and record.get("dense") else None
+    enc = _names_encoder(previous, opts)
     names = write_name_index(out, store, [d.title for d in docs], opts, enc, previous_dir, previous, base)
     log(f"names: {names['rows']} names of {len(docs)} delta documents in {time.perf_counter() - t:.1f}s")
     return names
