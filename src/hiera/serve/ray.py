@@ -205,8 +205,8 @@ class Router:
     def _differs(self, build_dir: Path, m: Manifest) -> str | None:
         """Why the shards of the build at ``build_dir`` are not the deployed ones, or ``None``.
 
-        Told by the manifests, never by the path: a build directory's name is
-        reused once the build is removed (the deployed one, after a removal).
+        Told by the manifests, not by the path: the build a removal made from
+        the deployed one has another path and the same shards.
         """
         if not m.shards:
             return f"its live build {build_dir.name} is not sharded"
