@@ -47,6 +47,29 @@ def test_flat_search_inside_a_filter_is_exact(monkeypatch: pytest.MonkeyPatch, s
     assert np.array_equal(ids, _brute(vecs, q, allowed.passages, 20))
 
 
+def test_prefiltering_converts_the_allowed_rows_once_per_filter() -> None:
+    """A graph index pre-filters from the stored float16 matrix: the allowed rows' float32 copy is made on the
+    filter's first search and reused (the matrix is not read again), and every search stays exact."""
+    vecs = _vectors()
+    index = build_faiss(vecs, "HNSW32")
+    reads = []
+
+    def matrix() -> np.ndarray:
+        reads.append(1)
+        return vecs
+
+    allowed = _allowed(len(vecs), 0.05)
+    assert masked.vector_strategy(index, allowed, "passage") == "prefilter-exact"
+    for seed in range(3):
+        q = vecs[seed * 8:(seed + 1) * 8].astype(np.float32) + 0.05
+        ids, _ = masked.vector_search(index, matrix, q, 10, allowed, "passage")
+        assert np.array_equal(ids, _brute(vecs, q, allowed.passages, 10))
+    assert len(reads) == 1
+    other = _allowed(len(vecs), 0.05, seed=2)  # another filter makes its own copy
+    masked.vector_search(index, matrix, vecs[:2].astype(np.float32), 10, other, "passage")
+    assert len(reads) == 2
+
+
 @pytest.mark.parametrize("share", [0.1, 0.5])
 @pytest.mark.parametrize("way", ["oversample", "deepened", "selector"])
 def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, share: float, way: str) -> None:
