@@ -231,3 +231,33 @@ def test_train_reader_resumes_from_its_checkpoint(squad_tiny, tmp_path: Path, ca
     assert json.loads((out / "hiera-reader.json").read_text())["train"]["steps"] == 4
     assert main([*base, "--max-steps", "2", "--stride", "60"]) == 2  # stride must stay below half a window
     assert "--stride" in capsys.readouterr().err
+
+
+def test_train_reader_continues_a_trained_reader_on_answer_strings(squad_tiny, tiny_reader, tmp_path: Path, capsys):
+    """--init starts from the reader's encoder and heads (a learning rate of ~0 leaves them as they were; fresh heads
+    differ), and answer-string questions (no gold passage) train on the passages that contain their answers."""
+    from readdata import RULES
+    from safetensors.numpy import load_file
+
+    from hiera.eval.questions import load_squad
+    from hiera.read.model import HEADS_FILE
+
+    root, qfile = squad_tiny
+    qs = load_squad(qfile, rules=RULES)
+    strings = tmp_path / "strings.jsonl"
+    strings.write_text("".join(json.dumps({"question": q.text, "answer": list(q.answers)}) + "\n" for q in qs))
+    run = ["train-reader", str(root), "--questions", str(strings), "--format", "dpr-jsonl", "--batch-size", "2",
+           "--max-length", "96", "--stride", "24", "--max-steps", "1", "--lr", "1e-12", "-q"]
+    assert main([*run, "--out", str(tmp_path / "cont"), "--init", str(tiny_reader)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["examples"]["groups"] >= 2 and report["examples"]["positives_gold"] == 0  # positives found by BM25
+    assert main([*run, "--out", str(tmp_path / "fresh")]) == 0
+    capsys.readouterr()
+    before, cont, fresh = (load_file(str(d / HEADS_FILE)) for d in (tiny_reader, tmp_path / "cont", tmp_path / "fresh"))
+    assert all(np.allclose(before[k], cont[k], atol=1e-5) for k in before)
+    assert not all(np.allclose(before[k], fresh[k], atol=1e-2) for k in before)
+    meta = json.loads((tmp_path / "cont" / "hiera-reader.json").read_text())
+    assert meta["init"]["reader"] == str(tiny_reader)
+    assert meta.get("decoding") == json.loads((tiny_reader / "hiera-reader.json").read_text()).get("decoding")
+    assert main([*run, "--out", str(tmp_path / "bad"), "--init", str(tmp_path)]) == 2  # not a reader: one line
+    assert "hiera-reader.json" in capsys.readouterr().err and not (tmp_path / "bad").exists()

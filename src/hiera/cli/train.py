@@ -167,7 +167,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     from hiera.train.args import READER_DEVICE_DEFAULTS, ReaderArgs
     from hiera.train.reader import train_reader
 
-    given = {"negatives": args.negatives, "stride": args.stride, **_run_fields(args)}
+    given = {"negatives": args.negatives, "stride": args.stride, "init": args.init, **_run_fields(args)}
     if args.train_embeddings is not None:
         given["freeze_embeddings"] = not args.train_embeddings
     # what the device's recipe decides unless an option says otherwise
@@ -320,3 +320,6 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--train-embeddings", action=argparse.BooleanOptionalAction, default=None,
                     help="update the word embeddings too (default: on cuda, not on cpu, where it is slower)")
     sp.add_argument("--save-steps", type=int, default=50)
+    sp.add_argument("--init", default=None, metavar="READER",
+                    help="continue training this trained reader (its encoder and heads) instead of fresh heads on "
+                         "--base-model, e.g. on questions phrased another way; its decoding is kept")

@@ -203,6 +203,9 @@ class ReaderArgs:
     freeze_embeddings: bool = True
     progress: bool = True
     device: str = "auto"  # auto (a GPU when torch sees one), cpu, cuda: mixed precision on a GPU
+    # a trained reader to continue from (its encoder and both heads) instead of fresh heads on base_model:
+    # how a reader trained on one phrasing of questions learns another without starting over
+    init: str | None = None
 
     @classmethod
     def for_device(cls, device: str = "auto", **given: Any) -> ReaderArgs:

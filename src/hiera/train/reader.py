@@ -36,7 +36,7 @@ from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.read.features import make_windows, token_span
-from hiera.read.model import new_reader_model, save_reader
+from hiera.read.model import load_reader_model, new_reader_model, read_meta, save_reader
 from hiera.train import negatives as neg
 from hiera.train.args import ReaderArgs
 from hiera.train.common import (
@@ -172,16 +172,21 @@ def collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def base_reader(args: ReaderArgs) -> tuple[Any, Any]:
-    """(tokenizer, fresh reader model) from ``args.base_model``, its word embeddings frozen when ``args`` says so."""
+    """(tokenizer, reader model to train): fresh heads on ``args.base_model``, or the trained reader ``args.init``;
+    its word embeddings frozen when ``args`` says so."""
     from transformers import AutoTokenizer
 
-    base = resolve_model_path(args.base_model)
-    check_weights(base)
-    with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True, **LOCAL_ONLY)
-        model = new_reader_model(base)
+    if args.init:
+        model, tokenizer, _ = load_reader_model(Path(args.init))
+        model.train()
+    else:
+        base = resolve_model_path(args.base_model)
+        check_weights(base)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(base), use_fast=True, **LOCAL_ONLY)
+            model = new_reader_model(base)
     if not getattr(tokenizer, "is_fast", False):
-        raise HieraError(f"{base}: the reader needs a fast tokenizer (character offsets)")
+        raise HieraError(f"{args.init or args.base_model}: the reader needs a fast tokenizer (character offsets)")
     if args.freeze_embeddings:
         model.encoder.get_input_embeddings().weight.requires_grad_(False)
     return tokenizer, model
@@ -233,7 +238,8 @@ def train_reader(
     col = open_collection(index)
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)
-    base = resolve_model_path(args.base_model)
+    init = read_meta(Path(args.init)) if args.init else None  # a damaged reader fails here, before any work
+    base = Path(args.init) if args.init else resolve_model_path(args.base_model)
     transformers.set_seed(args.seed)
     tokenizer, model = base_reader(args)
     groups, rep = reader_groups(col, pool, tokenizer, qs, args, args.progress)
@@ -254,13 +260,18 @@ def train_reader(
         "max_length": args.max_length,
         "stride": args.stride,
         "args": args.to_dict(),
-        "base_model": {"name": str(args.base_model), "fingerprint": model_fingerprint(base)},
+        "base_model": {"name": str(args.init or args.base_model), "fingerprint": model_fingerprint(base)},
         "collection": str(col.root),
         "examples": vars(rep),
         "train": run_report(fit.trainer, fit.result, fit.seconds, fit.callbacks, resume, train_device(args)),
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
+    if init is not None:
+        # continued training keeps the decoding its starting reader was calibrated with, and says where it came from
+        meta["init"] = {"reader": str(args.init), "train": init.get("train"), "examples": init.get("examples")}
+        if "decoding" in init:
+            meta["decoding"] = init["decoding"]
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)
