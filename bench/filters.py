@@ -7,13 +7,14 @@ about 1, 10 and 50 % and real fields (a source, a title prefix) — it checks
 every query's filtered top k against a brute-force reference of the semantics
 (docs/FILTERS.md: the method's scores over every row, disallowed rows removed)
 where one is written here (bm25, dense, hybrid, dhr with the mean / bm25
-stages), and for every method that each hit is allowed and that k come back
+stages), with its recall@k (the share of the reference's k that came back:
+what an HNSW or IVF index loses), and for every method that each hit is allowed and that k come back
 whenever k match; then it times each search step (query vectors computed
 beforehand, one FAISS thread), each query without then with the filter (so
 the load of a shared machine cancels in the ratio), and reports the p50
 ratio, filtered / unfiltered.
 
-    python -m bench.filters [--queries 100] [--root bench/work/pooled] [--device cuda --dense-search exact]
+    python -m bench.filters [--queries 100] [--k 10] [--root bench/work/pooled] [--device cuda --dense-search exact]
 
 On a GPU (``--device cuda --dense-search exact``) the dense searches mask the
 exact scan on the device and DHR's passage stage masks its grid there; the
@@ -57,24 +58,24 @@ def _masked_top(scores: np.ndarray, mask: np.ndarray, k: int, positive_only: boo
     return rows[idx], vals
 
 
-def reference(col: Any, label: str, params: dict[str, Any], text: str, qp: np.ndarray, allowed: Any):
-    """The brute-force top K of the methods written here (None for the others)."""
+def reference(col: Any, label: str, params: dict[str, Any], text: str, qp: np.ndarray, allowed: Any, k: int = K):
+    """The brute-force top ``k`` of the methods written here (None for the others)."""
     from hiera.fusion import Ranked, by_max, dhr_score, passage_score, rrf
     from hiera.index.select import topk
 
-    def bm25(k: int):
-        return _masked_top(col.bm25_passages.scores(text), allowed.passages, k, positive_only=True)
+    def bm25(depth: int):
+        return _masked_top(col.bm25_passages.scores(text), allowed.passages, depth, positive_only=True)
 
     def dense_all() -> np.ndarray:
         return np.asarray(col.passage_vectors, dtype=np.float32) @ qp
 
     if label == "bm25":
-        return bm25(K)[0]
+        return bm25(k)[0]
     if label == "dense":
-        return _masked_top(dense_all(), allowed.passages, K)[0]
+        return _masked_top(dense_all(), allowed.passages, k)[0]
     if label == "hybrid":
         a, fused = rrf([Ranked(*bm25(100)), Ranked(*_masked_top(dense_all(), allowed.passages, 100))])
-        return a.ids[topk(fused, K)[0]]
+        return a.ids[topk(fused, k)[0]]
     if label in ("dhr mean", "dhr bm25-stage"):
         top_docs, lam = params["top_docs"], params["lam"]
         if label == "dhr mean":
@@ -89,7 +90,7 @@ def reference(col: Any, label: str, params: dict[str, Any], text: str, qp: np.nd
         pos, per_doc = pos[keep], per_doc[keep]
         dense = np.asarray(col.passage_vectors[pos], dtype=np.float32) @ qp
         final = dhr_score(passage_score(dense, None, 0.0), np.asarray(dsc, np.float32)[per_doc], lam)
-        return pos[topk(final, K)[0]]
+        return pos[topk(final, k)[0]]
     return None
 
 
@@ -114,7 +115,9 @@ def main(argv: list[str] | None = None) -> Report:
     ap.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     ap.add_argument("--device", default="cpu", help="where models and exact scans run (open_collection's device)")
     ap.add_argument("--dense-search", default="faiss", choices=["auto", "faiss", "exact"])
+    ap.add_argument("--k", type=int, default=K, help="results per search (recall is recall@k against the reference)")
     args = ap.parse_args(argv)
+    k = args.k
 
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> Report:
         def run(batch: Any, allowed: Any, r: Any = r, params: dict[str, Any] = params) -> tuple[list[Any], float]:
             batch.filter = allowed
             t0 = time.perf_counter()
-            hits = r._search_batch(batch, K, "passage", params, [[]])[0]
+            hits = r._search_batch(batch, k, "passage", params, [[]])[0]
             return hits, (time.perf_counter() - t0) * 1000
 
         for b in batches[:10]:  # warm caches
@@ -152,7 +155,7 @@ def main(argv: list[str] | None = None) -> Report:
         for expr in filters:
             allowed = compiled[expr]
             ok_passages = set(allowed.passage_positions.tolist())
-            exact, checked, allowed_only, k_back, ms, plain = 0, 0, True, True, [], []
+            exact, checked, allowed_only, k_back, ms, plain, recall = 0, 0, True, True, [], [], []
             for b, text, v in zip(batches, texts, qp, strict=True):
                 plain.append(run(b, None)[1])  # each query unfiltered, then filtered: the machine's load cancels
                 hits, t_ms = run(b, allowed)
@@ -160,28 +163,32 @@ def main(argv: list[str] | None = None) -> Report:
                 got = [h.passage_id for h in hits]
                 positions = _positions(col, got)
                 allowed_only &= all(p in ok_passages for p in positions)
-                want = reference(col, label, params, text, v, allowed)
+                want = reference(col, label, params, text, v, allowed, k)
                 if want is not None:
                     checked += 1
-                    exact += got == [p.id for p in col.passages_at(want)]
+                    ref = [p.id for p in col.passages_at(want)]
+                    exact += got == ref
+                    recall.append(len(set(got) & set(ref)) / max(1, len(ref)))
                     k_back &= len(got) == len(want)
                 elif label in ("dense", "dhr-parallel"):
-                    k_back &= len(got) == min(K, allowed.n_passages)
+                    k_back &= len(got) == min(k, allowed.n_passages)
             p50, base = float(np.median(ms)), float(np.median(plain))
             report.add({"method": label, "filter": _label(expr), "docs allowed": f"{allowed.n_docs / col.n_docs:.1%}",
                         "passages allowed": f"{allowed.n_passages / col.n_passages:.1%}",
                         "exact vs reference": f"{exact}/{checked}" if checked else "–",
+                        f"recall@{k}": round(float(np.mean(recall)), 3) if recall else "–",
                         "hits allowed": "yes" if allowed_only else "NO", "k back": "yes" if k_back else "NO",
                         "p50 ms": round(p50, 2), "unfiltered p50 ms": round(base, 2),
                         "ratio": round(p50 / base, 3) if base else None},
-                       {"exact": exact, "checked": checked, "allowed_only": allowed_only, "k_back": k_back,
+                       {"exact": exact, "checked": checked, "recall": float(np.mean(recall)) if recall else None,
+                        "allowed_only": allowed_only, "k_back": k_back,
                         "p50_ms": p50, "unfiltered_p50_ms": base, "ratio": p50 / base if base else None,
                         "docs_allowed": allowed.n_docs, "passages_allowed": allowed.n_passages},
                        key=f"{label} | {_label(expr)}")
     report.print(f"{col.n_docs} documents, {col.n_passages} passages ({col.faiss_types}); {len(texts)} queries; "
-                 f"k = {K}; 1 FAISS thread; {col.placement.device}, dense search {col.placement.dense_search}; query "
+                 f"k = {k}; 1 FAISS thread; {col.placement.device}, dense search {col.placement.dense_search}; query "
                  "encoding excluded; ratio = filtered p50 / unfiltered p50")
-    report.write(queries=len(texts), k=K, root=str(args.root), faiss=col.manifest.faiss,
+    report.write(queries=len(texts), k=k, root=str(args.root), faiss=col.manifest.faiss,
                  compile_ms=compile_ms, device=col.placement.device, dense_search=col.placement.dense_search)
     return report
 

@@ -15,9 +15,10 @@
   won (``gained@K``), and EM@K − EM@1 with its paired bootstrap interval;
 * **paired intervals for every comparison claimed**: dhr against dense,
   tuned decoding against the reader's own, and with ``--baseline READER``
-  this reader against another one read on the same passages (the GPU recipe
-  against the CPU one): each a difference of EM with its 95% paired
-  bootstrap interval (:mod:`hiera.eval.paired`);
+  (repeatable) this reader against each other one read on the same passages
+  (the GPU recipe against the CPU one, against itself continued by distant
+  supervision), and each baseline's own EM@K − EM@1: each a difference of
+  EM with its 95% paired bootstrap interval (:mod:`hiera.eval.paired`);
 * **FetchHR, the paper's Table 2** (``--fetchhr HEADS``): reader EM/F1 reading
   all L×k passages FetchHR fetches (at its defaults, and in the paper's
   setting: even split, a head on every layer) against dense's top-(L×k),
@@ -96,8 +97,10 @@ def train(args: argparse.Namespace, col_root: Path) -> None:
     train_reader(col_root, qs, args.reader, rargs)
 
 
-def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[int], sep: str) -> dict[str, Any]:
-    """Decoding weights calibrated (:mod:`hiera.read.calibrate`) on train questions, never dev."""
+def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[int], sep: str,
+                  tune_file: Path | None = None) -> dict[str, Any]:
+    """Decoding weights calibrated (:mod:`hiera.read.calibrate`) on train questions, never dev: those of
+    ``tune_file`` (SQuAD train articles the reader never trained on), else the reader's unseen ones."""
     from hiera.eval.questions import load_questions
     from hiera.eval.read import score_answer
     from hiera.read.calibrate import calibrate, grid_of, spans_of
@@ -108,7 +111,9 @@ def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[i
     train = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad", rules=col.store.rules)
     a = reader.meta.get("args", {})
     held = set(reader.meta.get("chosen_on", {}).get("held_out_articles", []))  # bench.reader_grid's readers
-    if held:
+    if tune_file is not None:
+        unseen = load_questions(tune_file, "squad", rules=col.store.rules)
+    elif held:
         unseen = [q for q in train if q.metadata.get("title") in held]
     else:
         seen = {q.id for q in sample_questions(train, a.get("max_examples"), a.get("seed", 42))}
@@ -137,7 +142,7 @@ def more_evidence(sc: dict[str, list[float]], read_ks: list[int]) -> dict[str, A
 
 
 def compare(scores: dict[str, dict[str, list[float]]], read_plan: dict[str, Any], read_ks: list[int],
-            runs: dict[str, Any], tuned: bool, baseline: bool) -> list[dict[str, Any]]:
+            runs: dict[str, Any], tuned: bool, baselines: list[str]) -> list[dict[str, Any]]:
     """Every comparison the report claims, as a paired difference of EM with its 95% bootstrap interval."""
     from hiera.eval.paired import paired_ci
 
@@ -163,10 +168,13 @@ def compare(scores: dict[str, dict[str, list[float]]], read_plan: dict[str, Any]
             for k in read_ks:
                 add(f"{label}: tuned - own decoding, EM@{k}", scores[label + "+tuned decoding"][f"em@{k}"],
                     scores[label][f"em@{k}"])
-    if baseline:
+    for name in baselines:
         for label in runs:
+            b = scores[f"baseline:{name}:{label}"]
             for k in read_ks:
-                add(f"{label}: reader - baseline, EM@{k}", scores[label][f"em@{k}"], scores[f"baseline:{label}"][f"em@{k}"])
+                add(f"{label}: reader - {name}, EM@{k}", scores[label][f"em@{k}"], b[f"em@{k}"])
+            for k in read_ks[1:]:  # reading more, for the baseline too
+                add(f"{label}: {name} EM@{k} - EM@{first}", b[f"em@{k}"], b[f"em@{first}"])
     return out
 
 
@@ -174,7 +182,7 @@ def tune_and_save(args: argparse.Namespace, reader: Any, col: Any, retriever: An
                   sep: str) -> dict[str, Any]:
     """:func:`tune_decoding`, printed, and with ``--save-decoding`` written into the reader."""
     t = time.perf_counter()
-    tuned = tune_decoding(reader, col, retriever, args.tune_questions, read_ks, sep)
+    tuned = tune_decoding(reader, col, retriever, args.tune_questions, read_ks, sep, args.tune_file)
     print(f"decoding tuned on {tuned['questions']} train questions in {time.perf_counter() - t:.0f}s: "
           f"{tuned['chosen']} ({tuned['chosen_em']})")
     if args.save_decoding:
@@ -206,8 +214,12 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=300, help="dev questions (a seeded spread-out sample)")
     ap.add_argument("--retrievers", default="bm25,dense,dhr,hybrid")
     ap.add_argument("--read-ks", default="1,5,20,50")
-    ap.add_argument("--baseline", type=Path, default=None,
-                    help="another reader read on the same passages: every EM compared with it, paired")
+    ap.add_argument("--baseline", type=Path, action="append", default=[],
+                    help="another reader read on the same passages: every EM compared with it, paired (repeatable; "
+                         "the first is the one the reader must beat by 3 points)")
+    ap.add_argument("--tune-file", type=Path, default=None,
+                    help="SQuAD train questions the reader never trained on, to tune its decoding on (default: the "
+                         "44 train articles' questions outside the reader's training sample)")
     ap.add_argument("--save-decoding", action="store_true",
                     help="write the decoding tuned on train questions into --reader (its defaults from then on)")
     ap.add_argument("--tune-only", action="store_true", help="stop after tuning (and saving) the decoding")
@@ -240,7 +252,7 @@ def main() -> None:
     col = open_collection(root)
     sep = col.store.title_sep
     reader = Reader(args.reader)
-    baseline = Reader(args.baseline) if args.baseline else None
+    baselines = {str(p): Reader(p) for p in args.baseline}
     read_ks = sorted({int(x) for x in args.read_ks.split(",")})
     kmax = max(read_ks)
     dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
@@ -305,7 +317,7 @@ def main() -> None:
             lists[label] = [union.add(h.passage_id, title_line(h, sep), h.text) for h in hits]
         gold = [union.add(p.id, p.title(sep), p.text) for p in gold_paragraph(col, q, para_cache)]
         lg = reader.logits(q.text, union.pairs)
-        blg = baseline.logits(q.text, union.pairs) if baseline else None
+        blgs = {name: b.logits(q.text, union.pairs) for name, b in baselines.items()}
         for label, idx in lists.items():
             sub = lg.subset(idx)
             for k in read_plan[label][1]:
@@ -313,12 +325,14 @@ def main() -> None:
                 em, f1 = score_answer(ans[0].text if ans else "", q)
                 scores[label].setdefault(f"em@{k}", []).append(em)
                 scores[label].setdefault(f"f1@{k}", []).append(f1 or 0.0)
-            if blg is not None and label in runs:  # the baseline with its own decoding, on the same passages
+            for name, blg in blgs.items():  # each baseline with its own decoding, on the same passages
+                if label not in runs:
+                    continue
                 bsub = blg.subset(idx)
                 for k in read_ks:
-                    ans = baseline.decode(bsub, upto=k)
+                    ans = baselines[name].decode(bsub, upto=k)
                     em, f1 = score_answer(ans[0].text if ans else "", q)
-                    scores.setdefault(f"baseline:{label}", {}).setdefault(f"em@{k}", []).append(em)
+                    scores.setdefault(f"baseline:{name}:{label}", {}).setdefault(f"em@{k}", []).append(em)
         # a paragraph's parts are not a retrieval ranking: no rank prior when reading the gold paragraph
         ans = reader.decode(lg.subset(gold), rank_weight=0.0)
         em, f1 = score_answer(ans[0].text if ans else "", q)
@@ -364,7 +378,7 @@ def main() -> None:
                 key=label, echo=False)
     rep.print(f"Reader on {len(qs)} SQuAD dev questions (pooled corpus). EM/F1 in %, SQuAD v1.1 normalization; "
               f"lost@{kmax}: % of questions right at read-k {read_ks[0]} and wrong at {kmax}.")
-    comparisons = compare(scores, read_plan, read_ks, runs, "+tuned decoding" in decodings, baseline is not None)
+    comparisons = compare(scores, read_plan, read_ks, runs, "+tuned decoding" in decodings, list(baselines))
     cmp_rep = Report(f"{args.name}-paired", columns=["comparison", "difference", "95% interval"])
     for c in comparisons:
         cmp_rep.add({"comparison": c["comparison"], "difference": round(c["difference"], 1),
@@ -405,16 +419,21 @@ def main() -> None:
                     "met": rep.results[label]["more_evidence"][f"em@{kmax}-em@{read_ks[0]}"][0] >= 0}
             for label, plan in read_plan.items() if plan[1] is read_ks},
     }
-    if baseline is not None and "dhr" in runs:
-        c = next(c for c in comparisons if c["comparison"] == f"dhr: reader - baseline, EM@{read_ks[0]}")
-        targets[f"dhr_em@{read_ks[0]}>=baseline+3"] = {"difference": c["difference"], "ci95": [c["lo"], c["hi"]],
-                                                      "met": c["difference"] >= 3}
+    for j, name in enumerate(baselines):
+        if "dhr" in runs:
+            c = next(c for c in comparisons if c["comparison"] == f"dhr: reader - {name}, EM@{read_ks[0]}")
+            more = next(c for c in comparisons if c["comparison"] == f"dhr: {name} EM@{kmax} - EM@{read_ks[0]}")
+            targets[f"dhr_em@{read_ks[0]} - {name}"] = {
+                "difference": c["difference"], "ci95": [c["lo"], c["hi"]],
+                **({"target": ">= +3", "met": c["difference"] >= 3} if j == 0 else {}),
+                f"baseline em@{kmax}>=em@{read_ks[0]}": {"difference_ci95": [more["difference"], more["lo"], more["hi"]],
+                                                         "met": more["difference"] >= 0}}
     print("targets:", targets)
     rep.write(questions=len(qs), sample_seed=args.seed, reader=str(args.reader), reader_meta=reader.meta,
               training={"seconds": reader.meta["train"]["seconds"], "steps": reader.meta["train"]["steps"],
                         "peak_rss_mb": reader.meta.get("peak_rss_mb"), "examples": reader.meta["examples"]},
               read_seconds=round(read_seconds, 1), targets=targets, dhr_tuned=DHR_TUNED,
-              comparisons=comparisons, baseline=str(args.baseline) if args.baseline else None,
+              comparisons=comparisons, baselines=list(baselines),
               baseline_results={k: {m: float(np.mean(v)) for m, v in sc.items()}
                                 for k, sc in scores.items() if k.startswith("baseline:")},
               fetchhr={"heads": str(args.fetchhr), "budget": args.budget} if budget_runs else None,
