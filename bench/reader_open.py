@@ -1,0 +1,258 @@
+"""Answers to questions as people ask them: the reader on NQ-open and TriviaQA over the demo collection.
+
+    python -m bench.reader_open --reader DIR [--reader DIR ...] [--train OUT --init DIR] [--trivia 2000]
+
+**Splits** (seeded, disjoint by normalized question text; counts printed and in the JSON):
+
+* evaluation: NQ-open dev, all 3,610 questions (the same questions as DPR's NQ test), and TriviaQA:
+  the second half of a seeded shuffle of DPR's TriviaQA test set (``--trivia N``: a seeded sample of it);
+* distant-supervision training: EfficientQA's test questions (1,769, NQ-style, none of them in NQ-open dev),
+  WebQuestions' test set (2,032) and the first half of the TriviaQA shuffle; a question whose normalized
+  text is also in an evaluation set is dropped from training.
+
+**Training** (``--train OUT``): ``hiera train-reader``'s loop on the demo collection, continuing the reader
+``--init`` (trained on SQuAD), the CPU recipe unless ``--lr`` / ``--epochs`` / ``--max-minutes`` say otherwise.
+A question's positive is the first BM25 passage that contains one of its answer strings (DPR's reader
+positives), read in the window holding the answer; a question with none is skipped.
+
+**Evaluation**: DHR (its defaults, what ``hiera answer`` runs) retrieves each question's top 20; each
+``--reader`` reads them once and answers at read-k 1, 5 and 20. Reported per question set and reader:
+EM (SQuAD normalization against any answer string) over all questions and over the *answerable* subset
+(an answer string in the top 20, DPR's ``has_answer``), ``lost@20``, and, for every reader after the
+first, its paired EM difference from the first with a 95% bootstrap interval. Each (reader, question set)
+reading is kept in ``bench/work/reader-open/read-*.json`` and reused, so an interrupted run resumes and
+readers can be added later. Writes ``bench/out/reader-open.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import REPO, WORK, Report, data_dir
+
+WORK_DIR = WORK / "reader-open"
+DEMO = REPO / "collections" / "demo"
+READ_KS = (1, 5, 20)
+SEED = 0
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().replace("?", " ").split())
+
+
+def splits(trivia_eval: int | None = None) -> dict[str, Any]:
+    """The evaluation sets and the distant-supervision training questions, disjoint by normalized text."""
+    from hiera.eval.questions import load_questions
+
+    odqa = data_dir() / "odqa-questions"
+    nq = load_questions(odqa / "NQ-open.dev.jsonl", "nq-open")
+    trivia = load_questions(odqa / "topics.dpr.trivia.test.txt", "dpr-tsv")
+    order = list(range(len(trivia)))
+    random.Random(SEED).shuffle(order)
+    half = len(order) // 2
+    trivia_train = [trivia[i] for i in order[:half]]
+    held = sorted(order[half:])
+    if trivia_eval is not None and trivia_eval < len(held):
+        held = sorted(random.Random(SEED + 1).sample(held, trivia_eval))
+    evaluated = {"nq-open": nq, "trivia": [trivia[i] for i in held]}
+    # never train on an evaluated question, nor on one of the held-back TriviaQA half left out of the sample
+    seen = {_norm(q.text) for q in nq} | {_norm(trivia[i].text) for i in order[half:]}
+    sources = {
+        "efficientqa": load_questions(odqa / "NQ-open.efficientqa.test.1.1.jsonl", "nq-open"),
+        "webquestions": load_questions(odqa / "topics.dpr.wq.test.txt", "dpr-jsonl"),
+        "trivia-train-half": trivia_train,
+    }
+    train, dropped = [], {}
+    for name, qs in sources.items():
+        keep = [q for q in qs if _norm(q.text) not in seen and q.answers]
+        dropped[name] = len(qs) - len(keep)
+        train += keep
+    return {"eval": evaluated, "train": train, "train_sources": {k: len(v) for k, v in sources.items()},
+            "dropped_as_evaluated": dropped}
+
+
+def ensure_demo(root: Path) -> Path:
+    from hiera.demo import ensure_demo_collection
+
+    ensure_demo_collection(root)
+    return root
+
+
+def train(root: Path, questions: list[Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from hiera.train.args import ReaderArgs
+    from hiera.train.reader import train_reader
+
+    given: dict[str, Any] = {"init": str(args.init), "max_minutes": args.max_minutes, "seed": 42}
+    for name, value in (("learning_rate", args.lr), ("epochs", args.epochs), ("negatives", args.negatives)):
+        if value is not None:
+            given[name] = value
+    rargs = ReaderArgs.for_device("cpu", **given)
+    return train_reader(root, questions, out, rargs)
+
+
+def reader_key(path: Path) -> str:
+    """What a cached reading belongs to: the reader's metadata and heads (a retrained reader reads again)."""
+    from hiera.read.model import HEADS_FILE, META_FILE
+
+    h = hashlib.sha256((path / META_FILE).read_bytes())
+    h.update((path / HEADS_FILE).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def retrieve(col: Any, questions: list[Any], k: int) -> list[list[Any]]:
+    from hiera.retrieve import get_retriever
+
+    dhr = get_retriever("dhr", col)
+    out: list[list[Any]] = []
+    t = time.perf_counter()
+    for i in range(0, len(questions), 256):
+        for res in dhr.batch_search([q.text for q in questions[i : i + 256]], k=k, level="passage"):
+            out.append([h for h in res.hits if h.passage_id][:k])
+    print(f"  retrieved {len(questions)} questions with dhr in {time.perf_counter() - t:.0f}s", flush=True)
+    return out
+
+
+def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cache: Path) -> dict[str, Any]:
+    """Each question's answers at every read-k (resumed from ``cache``, saved every 100 questions)."""
+    from hiera.eval.read import score_answer
+    from hiera.io import write_json_atomic
+    from hiera.read.pipeline import title_line
+
+    done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
+    t, fresh = time.perf_counter(), 0
+    for q, top in zip(questions, hits, strict=True):
+        key = f"{q.id}\t{q.text}"
+        if key in done:
+            continue
+        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top])
+        row = {}
+        for k in READ_KS:
+            ans = reader.decode(lg, upto=k)
+            pred = ans[0].text if ans else ""
+            row[str(k)] = [pred, score_answer(pred, q)[0]]
+        done[key] = row
+        fresh += 1
+        if fresh % 100 == 0:
+            write_json_atomic(cache, done)
+            print(f"    {reader.name}: {len(done)}/{len(questions)} read ({time.perf_counter() - t:.0f}s)", flush=True)
+    write_json_atomic(cache, done)
+    return {"rows": [done[f"{q.id}\t{q.text}"] for q in questions], "seconds": time.perf_counter() - t, "fresh": fresh}
+
+
+def summarize(name: str, rows: list[dict[str, Any]], answerable: np.ndarray) -> dict[str, Any]:
+    em = {k: np.array([r[str(k)][1] for r in rows]) for k in READ_KS}
+    kmin, kmax = READ_KS[0], READ_KS[-1]
+    out: dict[str, Any] = {"reader": name, "questions": len(rows), "answerable": int(answerable.sum())}
+    for k in READ_KS:
+        out[f"em@{k}"] = float(em[k].mean())
+        out[f"em@{k}_answerable"] = float(em[k][answerable].mean()) if answerable.any() else 0.0
+    out[f"lost@{kmax}"] = float(((em[kmin] > 0) & (em[kmax] == 0)).mean())
+    out[f"gained@{kmax}"] = float(((em[kmax] > 0) & (em[kmin] == 0)).mean())
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", type=Path, default=DEMO, help="the demo collection (built by hiera demo when missing)")
+    ap.add_argument("--reader", type=Path, action="append", default=[],
+                    help="a reader to evaluate (repeatable; the first is the one the others are compared with)")
+    ap.add_argument("--train", type=Path, default=None, help="train a reader here by distant supervision first "
+                    "(continuing --init) and evaluate it after the --reader ones")
+    ap.add_argument("--init", type=Path, default=None, help="the reader --train continues")
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--epochs", type=float, default=None)
+    ap.add_argument("--negatives", type=int, default=None)
+    ap.add_argument("--max-minutes", type=float, default=30.0)
+    ap.add_argument("--sets", default="nq-open,trivia", help="question sets to evaluate")
+    ap.add_argument("--nq", type=int, default=None, help="only the first N NQ-open questions (default: all 3,610)")
+    ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")
+    ap.add_argument("--name", default="reader-open")
+    args = ap.parse_args(argv)
+
+    from hiera.builds import open_collection
+    from hiera.eval.match import passage_has_answer
+    from hiera.eval.paired import paired_ci
+    from hiera.read.reader import Reader
+
+    root = ensure_demo(args.root)
+    sp = splits(args.trivia)
+    if args.nq is not None:
+        sp["eval"]["nq-open"] = sp["eval"]["nq-open"][: args.nq]
+    print(f"splits: evaluate {', '.join(f'{k} {len(v)}' for k, v in sp['eval'].items())}; "
+          f"distant supervision {len(sp['train'])} questions from {sp['train_sources']} "
+          f"(dropped as evaluated: {sp['dropped_as_evaluated']})", flush=True)
+    readers = list(args.reader)
+    training = None
+    if args.train is not None:
+        if args.init is None:
+            raise SystemExit("--train needs --init (the SQuAD reader it continues)")
+        from hiera.read.model import META_FILE
+
+        if not (args.train / META_FILE).exists():
+            train(root, sp["train"], args.train, args)
+        training = json.loads((args.train / META_FILE).read_text())
+        readers.append(args.train)
+    if not readers:
+        raise SystemExit("nothing to evaluate: give --reader DIR (or --train OUT --init DIR)")
+
+    col = open_collection(root)
+    sep = col.store.title_sep
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20",
+                                     *[f"EM@{k}" for k in READ_KS], *[f"EM@{k} answerable" for k in READ_KS],
+                                     "lost@20", "read s"])
+    paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
+    results: dict[str, Any] = {}
+    for set_name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        qs = sp["eval"][set_name]
+        print(f"{set_name}: {len(qs)} questions", flush=True)
+        hits = retrieve(col, qs, max(READ_KS))
+        answerable = np.array([any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
+                               for q, top in zip(qs, hits, strict=True)])
+        ems: dict[str, dict[int, np.ndarray]] = {}
+        for path in readers:
+            reader = Reader(path, device="cpu")
+            got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json")
+            s = summarize(str(path), got["rows"], answerable)
+            ems[str(path)] = {k: np.array([r[str(k)][1] for r in got["rows"]]) for k in READ_KS}
+            results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
+                                               "more_evidence_em@20-em@1": list(paired_ci(ems[str(path)][20], ems[str(path)][1]))}
+            rep.add({"set": set_name, "reader": str(path), "questions": s["questions"],
+                     "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
+                     **{f"EM@{k}": round(100 * s[f"em@{k}"], 1) for k in READ_KS},
+                     **{f"EM@{k} answerable": round(100 * s[f"em@{k}_answerable"], 1) for k in READ_KS},
+                     "lost@20": round(100 * s["lost@20"], 1), "read s": round(got["seconds"])})
+        first = str(readers[0])
+        for path in readers[1:]:
+            for subset, rows in (("all", slice(None)), ("answerable", answerable)):
+                for k in READ_KS:
+                    d, lo, hi = paired_ci(ems[str(path)][k][rows], ems[first][k][rows])
+                    key = f"{set_name} | {path} - {first} | {subset} | EM@{k}"
+                    results[key] = {"difference": d, "lo": lo, "hi": hi}
+                    paired.add({"set": set_name, "comparison": f"{path} - {first}", "subset": f"{subset} EM@{k}",
+                                "difference": round(d, 1), "95% interval": f"[{lo:+.1f}, {hi:+.1f}]"}, echo=False)
+    rep.print(f"The reader over the demo collection (dhr top {max(READ_KS)}). EM in %; answerable: an answer string "
+              "in the top 20 (DPR's has_answer); lost@20: % right at read-k 1 and wrong at 20")
+    if paired.rows:
+        paired.print("Paired differences of EM in points (bootstrap, 2,000 rounds)")
+    rep.results.update(results)
+    rep.write(splits={"eval": {k: len(v) for k, v in sp["eval"].items()}, "train": len(sp["train"]),
+                      "train_sources": sp["train_sources"], "dropped_as_evaluated": sp["dropped_as_evaluated"],
+                      "seed": SEED},
+              readers=[str(p) for p in readers], root=str(root), training=training and {
+                  "examples": training.get("examples"), "train": training.get("train"), "args": training.get("args"),
+                  "init": (training.get("init") or {}).get("reader")},
+              comparisons=paired.rows)
+    return rep.to_dict()
+
+
+if __name__ == "__main__":
+    main()
