@@ -15,11 +15,13 @@
 A question's positive is the first BM25 passage that contains one of its answer strings (DPR's reader
 positives), read in the window holding the answer; a question with none is skipped.
 
-**Evaluation**: DHR (its defaults, what ``hiera answer`` runs) retrieves each question's top 20; each
-``--reader`` reads them once and answers at read-k 1, 5 and 20. Reported per question set and reader:
-EM (SQuAD normalization against any answer string) over all questions and over the *answerable* subset
-(an answer string in the top 20, DPR's ``has_answer``), ``lost@20``, and, for every reader after the
-first, its paired EM difference from the first with a 95% bootstrap interval. Each (reader, question set)
+**Evaluation**: DHR (its defaults, what ``hiera answer`` runs) retrieves each question's top 20. EM
+(SQuAD normalization against any answer string) is reported over all questions and over the *answerable*
+subset (an answer string in the top 20, DPR's ``has_answer``). Every question is read at read-k 1 (its
+first passage only: the answer at read-k 1 depends on nothing else); a seeded sample of ``--deep``
+questions per set is read to read-k 5 and 20 (reading 20 passages costs 20 times one, about a second a
+question on two cores), with ``lost@20``. For every reader after the first: its paired EM difference
+from the first, with a 95% bootstrap interval. Each (reader, question set)
 reading is kept in ``bench/work/reader-open/read-*.json`` and reused, so an interrupted run resumes and
 readers can be added later. Writes ``bench/out/reader-open.json``.
 """
@@ -120,21 +122,24 @@ def retrieve(col: Any, questions: list[Any], k: int) -> list[list[Any]]:
     return out
 
 
-def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cache: Path) -> dict[str, Any]:
-    """Each question's answers at every read-k (resumed from ``cache``, saved every 100 questions)."""
+def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cache: Path,
+         deep: set[int]) -> dict[str, Any]:
+    """Each question's answer at read-k 1, and at every read-k for the questions at positions ``deep``
+    (resumed from ``cache``, saved every 100 questions)."""
     from hiera.eval.read import score_answer
     from hiera.io import write_json_atomic
     from hiera.read.pipeline import title_line
 
     done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
     t, fresh = time.perf_counter(), 0
-    for q, top in zip(questions, hits, strict=True):
+    for i, (q, top) in enumerate(zip(questions, hits, strict=True)):
         key = f"{q.id}\t{q.text}"
-        if key in done:
+        ks = READ_KS if i in deep else READ_KS[:1]
+        if key in done and all(str(k) in done[key] for k in ks):
             continue
-        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top])
+        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in top[: max(ks)]])
         row = {}
-        for k in READ_KS:
+        for k in ks:
             ans = reader.decode(lg, upto=k)
             pred = ans[0].text if ans else ""
             row[str(k)] = [pred, score_answer(pred, q)[0]]
@@ -148,14 +153,22 @@ def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cac
 
 
 def summarize(name: str, rows: list[dict[str, Any]], answerable: np.ndarray) -> dict[str, Any]:
-    em = {k: np.array([r[str(k)][1] for r in rows]) for k in READ_KS}
+    """EM at read-k 1 over every question; at every read-k over the questions read that deep (``deep_*``)."""
     kmin, kmax = READ_KS[0], READ_KS[-1]
-    out: dict[str, Any] = {"reader": name, "questions": len(rows), "answerable": int(answerable.sum())}
-    for k in READ_KS:
-        out[f"em@{k}"] = float(em[k].mean())
-        out[f"em@{k}_answerable"] = float(em[k][answerable].mean()) if answerable.any() else 0.0
-    out[f"lost@{kmax}"] = float(((em[kmin] > 0) & (em[kmax] == 0)).mean())
-    out[f"gained@{kmax}"] = float(((em[kmax] > 0) & (em[kmin] == 0)).mean())
+    em1 = np.array([r[str(kmin)][1] for r in rows])
+    out: dict[str, Any] = {"reader": name, "questions": len(rows), "answerable": int(answerable.sum()),
+                           f"em@{kmin}": float(em1.mean()),
+                           f"em@{kmin}_answerable": float(em1[answerable].mean()) if answerable.any() else 0.0}
+    deep = np.array([str(kmax) in r for r in rows])
+    out["deep_questions"], out["deep_answerable"] = int(deep.sum()), int((deep & answerable).sum())
+    if deep.any():
+        em = {k: np.array([r[str(k)][1] for r, d in zip(rows, deep, strict=True) if d]) for k in READ_KS}
+        ans = answerable[deep]
+        for k in READ_KS:
+            out[f"deep_em@{k}"] = float(em[k].mean())
+            out[f"deep_em@{k}_answerable"] = float(em[k][ans].mean()) if ans.any() else 0.0
+        out[f"deep_lost@{kmax}"] = float(((em[kmin] > 0) & (em[kmax] == 0)).mean())
+        out[f"deep_gained@{kmax}"] = float(((em[kmax] > 0) & (em[kmin] == 0)).mean())
     return out
 
 
@@ -174,6 +187,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--sets", default="nq-open,trivia", help="question sets to evaluate")
     ap.add_argument("--nq", type=int, default=None, help="only the first N NQ-open questions (default: all 3,610)")
     ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")
+    ap.add_argument("--deep", type=int, default=500, help="questions per set (a seeded sample) read to read-k 20")
     ap.add_argument("--name", default="reader-open")
     args = ap.parse_args(argv)
 
@@ -206,9 +220,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     col = open_collection(root)
     sep = col.store.title_sep
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20",
-                                     *[f"EM@{k}" for k in READ_KS], *[f"EM@{k} answerable" for k in READ_KS],
-                                     "lost@20", "read s"])
+    rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "EM@1", "EM@1 answerable",
+                                     "deep questions", *[f"deep EM@{k}" for k in READ_KS],
+                                     *[f"deep EM@{k} answerable" for k in READ_KS], "deep lost@20", "read s"])
     paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
     results: dict[str, Any] = {}
     for set_name in [s.strip() for s in args.sets.split(",") if s.strip()]:
@@ -217,30 +231,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         hits = retrieve(col, qs, max(READ_KS))
         answerable = np.array([any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
                                for q, top in zip(qs, hits, strict=True)])
+        deep = set(random.Random(SEED + 2).sample(range(len(qs)), min(args.deep, len(qs))))
+        is_deep = np.array([i in deep for i in range(len(qs))])
         ems: dict[str, dict[int, np.ndarray]] = {}
         for path in readers:
             reader = Reader(path, device="cpu")
-            got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json")
+            got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json", deep)
             s = summarize(str(path), got["rows"], answerable)
-            ems[str(path)] = {k: np.array([r[str(k)][1] for r in got["rows"]]) for k in READ_KS}
+            ems[str(path)] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
+                              for k in READ_KS}
+            e = ems[str(path)]
             results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
-                                               "more_evidence_em@20-em@1": list(paired_ci(ems[str(path)][20], ems[str(path)][1]))}
+                                               "deep_em@20-em@1": list(paired_ci(e[20][is_deep], e[1][is_deep]))}
             rep.add({"set": set_name, "reader": str(path), "questions": s["questions"],
                      "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
-                     **{f"EM@{k}": round(100 * s[f"em@{k}"], 1) for k in READ_KS},
-                     **{f"EM@{k} answerable": round(100 * s[f"em@{k}_answerable"], 1) for k in READ_KS},
-                     "lost@20": round(100 * s["lost@20"], 1), "read s": round(got["seconds"])})
+                     "EM@1": round(100 * s["em@1"], 1), "EM@1 answerable": round(100 * s["em@1_answerable"], 1),
+                     "deep questions": s["deep_questions"],
+                     **{f"deep EM@{k}": round(100 * s[f"deep_em@{k}"], 1) for k in READ_KS},
+                     **{f"deep EM@{k} answerable": round(100 * s[f"deep_em@{k}_answerable"], 1) for k in READ_KS},
+                     "deep lost@20": round(100 * s["deep_lost@20"], 1), "read s": round(got["seconds"])})
         first = str(readers[0])
         for path in readers[1:]:
-            for subset, rows in (("all", slice(None)), ("answerable", answerable)):
+            for subset, rows in (("all", np.ones(len(qs), bool)), ("answerable", answerable)):
                 for k in READ_KS:
-                    d, lo, hi = paired_ci(ems[str(path)][k][rows], ems[first][k][rows])
+                    sel = rows if k == READ_KS[0] else rows & is_deep
+                    d, lo, hi = paired_ci(ems[str(path)][k][sel], ems[first][k][sel])
                     key = f"{set_name} | {path} - {first} | {subset} | EM@{k}"
                     results[key] = {"difference": d, "lo": lo, "hi": hi}
                     paired.add({"set": set_name, "comparison": f"{path} - {first}", "subset": f"{subset} EM@{k}",
                                 "difference": round(d, 1), "95% interval": f"[{lo:+.1f}, {hi:+.1f}]"}, echo=False)
     rep.print(f"The reader over the demo collection (dhr top {max(READ_KS)}). EM in %; answerable: an answer string "
-              "in the top 20 (DPR's has_answer); lost@20: % right at read-k 1 and wrong at 20")
+              "in the top 20 (DPR's has_answer); EM@1 over every question; deep: a seeded sample read to read-k 20; "
+              "lost@20: % right at read-k 1 and wrong at 20")
     if paired.rows:
         paired.print("Paired differences of EM in points (bootstrap, 2,000 rounds)")
     rep.results.update(results)

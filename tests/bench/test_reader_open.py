@@ -23,11 +23,14 @@ def test_training_questions_are_disjoint_from_every_evaluated_one(data_dir):
     assert all(q.answers for q in sp["train"])
 
 
-def test_summary_separates_the_answerable_questions():
+def test_summary_separates_the_answerable_and_the_deeply_read_questions():
     rows = [{"1": ["a", 1.0], "5": ["a", 1.0], "20": ["b", 0.0]},
             {"1": ["x", 0.0], "5": ["y", 0.0], "20": ["z", 1.0]},
-            {"1": ["", 0.0], "5": ["", 0.0], "20": ["", 0.0]},
-            {"1": ["c", 1.0], "5": ["c", 1.0], "20": ["c", 1.0]}]
-    s = reader_open.summarize("r", rows, np.array([True, True, False, True]))
-    assert s["answerable"] == 3 and s["em@1"] == 0.5 and s["em@1_answerable"] == pytest.approx(2 / 3)
-    assert s["em@20"] == 0.5 and s["lost@20"] == 0.25 and s["gained@20"] == 0.25
+            {"1": ["", 0.0]},
+            {"1": ["c", 1.0], "5": ["c", 1.0], "20": ["c", 1.0]},
+            {"1": ["d", 1.0]}]
+    s = reader_open.summarize("r", rows, np.array([True, True, False, True, True]))
+    assert s["answerable"] == 4 and s["em@1"] == 0.6 and s["em@1_answerable"] == 0.75
+    assert s["deep_questions"] == 3 and s["deep_answerable"] == 3
+    assert s["deep_em@1"] == pytest.approx(2 / 3) and s["deep_em@20"] == pytest.approx(2 / 3)
+    assert s["deep_lost@20"] == pytest.approx(1 / 3) and s["deep_gained@20"] == pytest.approx(1 / 3)
