@@ -278,23 +278,22 @@ def _positions(rows: np.ndarray, found: np.ndarray) -> np.ndarray:
 
 def _read_fields(view: View) -> dict[str, Field]:
     n_docs = len(view.doc_rows)
-    rows = view.store.doc_trees()
+    rows = view.store.doc_fields()
     at = _positions(view.doc_rows, np.array([r[0] for r in rows], dtype=np.int64))
     ids: list[Any] = [None] * n_docs
     titles: list[Any] = [None] * n_docs
     sources: list[Any] = [None] * n_docs
     cats: list[Any] = [None] * n_docs
     meta: dict[str, list[Any]] = {}
-    for (_, did, title, tree), pos in zip(rows, at.tolist(), strict=True):
+    for (_, did, title, md_json, cats_json), pos in zip(rows, at.tolist(), strict=True):
         if pos < 0:
             continue
         ids[pos], titles[pos] = did, title
-        data = json.loads(tree)
-        md = data.get("metadata") or {}
+        md = (json.loads(md_json) if md_json else None) or {}
         srcs = [md["source"]] if isinstance(md.get("source"), str) else []
         srcs += [s["source"] for s in md.get("sources") or [] if isinstance(s, dict) and isinstance(s.get("source"), str)]
         sources[pos] = list(dict.fromkeys(srcs)) or None
-        cats[pos] = [str(c) for c in data.get("categories") or []] or None
+        cats[pos] = [str(c) for c in (json.loads(cats_json) if cats_json else None) or []] or None
         for key, v in md.items():
             if key == "sources":
                 continue
