@@ -1,11 +1,15 @@
 """Answers to questions as people ask them: the reader on NQ-open and TriviaQA over the demo collection.
 
     python -m bench.reader_open --reader DIR [--reader DIR ...] [--train OUT --init DIR] [--trivia 2000]
+        [--sets nq-open,trivia,squad-dev]
 
 **Splits** (seeded, disjoint by normalized question text; counts printed and in the JSON):
 
 * evaluation: NQ-open dev, all 3,610 questions (the same questions as DPR's NQ test), and TriviaQA:
   the second half of a seeded shuffle of DPR's TriviaQA test set (``--trivia N``: a seeded sample of it);
+* the control, ``squad-dev``: a seeded, spread-out sample of ``--squad`` SQuAD dev questions (of the
+  first 24 articles) over the pooled corpus, retrieved by bench.reader's ``dhr`` (λ 1, dense passage
+  scores): what training on other phrasings must not cost, and the recipes compared paired;
 * distant-supervision training: EfficientQA's test questions (1,769, NQ-style, none of them in NQ-open dev),
   WebQuestions' test set (2,032) and the first half of the TriviaQA shuffle; a question whose normalized
   text is also in an evaluation set is dropped from training.
@@ -109,10 +113,10 @@ def reader_key(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def retrieve(col: Any, questions: list[Any], k: int) -> list[list[Any]]:
+def retrieve(col: Any, questions: list[Any], k: int, params: dict[str, Any] | None = None) -> list[list[Any]]:
     from hiera.retrieve import get_retriever
 
-    dhr = get_retriever("dhr", col)
+    dhr = get_retriever("dhr", col, **(params or {}))
     out: list[list[Any]] = []
     t = time.perf_counter()
     for i in range(0, len(questions), 256):
@@ -184,9 +188,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--epochs", type=float, default=None)
     ap.add_argument("--negatives", type=int, default=None)
     ap.add_argument("--max-minutes", type=float, default=30.0)
-    ap.add_argument("--sets", default="nq-open,trivia", help="question sets to evaluate")
+    ap.add_argument("--sets", default="nq-open,trivia,squad-dev", help="question sets to evaluate")
     ap.add_argument("--nq", type=int, default=None, help="only the first N NQ-open questions (default: all 3,610)")
     ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")
+    ap.add_argument("--squad", type=int, default=1000, help="SQuAD dev questions of the squad-dev control")
     ap.add_argument("--deep", type=int, default=500, help="questions per set (a seeded sample) read to read-k 20")
     ap.add_argument("--name", default="reader-open")
     args = ap.parse_args(argv)
@@ -217,8 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not readers:
         raise SystemExit("nothing to evaluate: give --reader DIR (or --train OUT --init DIR)")
 
-    col = open_collection(root)
-    sep = col.store.title_sep
+    cols = {root: open_collection(root)}
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "EM@1", "EM@1 answerable",
                                      "deep questions", *[f"deep EM@{k}" for k in READ_KS],
@@ -226,9 +230,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
     results: dict[str, Any] = {}
     for set_name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        qs = sp["eval"][set_name]
+        if set_name == "squad-dev":
+            from bench.common import PINNED
+            from bench.pooled import ensure_pooled
+            from bench.reader import spread_sample
+            from hiera.eval.questions import load_questions
+
+            pooled = ensure_pooled()
+            col = cols.setdefault(pooled, open_collection(pooled))
+            dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
+            qs, params = spread_sample(dev, args.squad, SEED), PINNED["dhr"]
+        else:
+            col, qs, params = cols[root], sp["eval"][set_name], {}
+        sep = col.store.title_sep
         print(f"{set_name}: {len(qs)} questions", flush=True)
-        hits = retrieve(col, qs, max(READ_KS))
+        hits = retrieve(col, qs, max(READ_KS), params)
         answerable = np.array([any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
                                for q, top in zip(qs, hits, strict=True)])
         deep = set(random.Random(SEED + 2).sample(range(len(qs)), min(args.deep, len(qs))))
@@ -260,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     results[key] = {"difference": d, "lo": lo, "hi": hi}
                     paired.add({"set": set_name, "comparison": f"{path} - {first}", "subset": f"{subset} EM@{k}",
                                 "difference": round(d, 1), "95% interval": f"[{lo:+.1f}, {hi:+.1f}]"}, echo=False)
-    rep.print(f"The reader over the demo collection (dhr top {max(READ_KS)}). EM in %; answerable: an answer string "
+    rep.print(f"The reader over the demo collection (squad-dev: the pooled corpus; dhr top {max(READ_KS)}). EM in %; answerable: an answer string "
               "in the top 20 (DPR's has_answer); EM@1 over every question; deep: a seeded sample read to read-k 20; "
               "lost@20: % right at read-k 1 and wrong at 20")
     if paired.rows:
