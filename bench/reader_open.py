@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     cols = {root: open_collection(root)}
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "EM@1", "EM@1 answerable",
+    rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "answer in 1st", "EM@1",
+                                     "EM@1 answerable",
                                      "deep questions", *[f"deep EM@{k}" for k in READ_KS],
                                      *[f"deep EM@{k} answerable" for k in READ_KS], "deep lost@20", "read s"])
     paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
@@ -247,6 +248,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         hits = retrieve(col, qs, max(READ_KS), params)
         answerable = np.array([any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
                                for q, top in zip(qs, hits, strict=True)])
+        # what read-k 1 can answer at most: the first passage holds an answer string
+        first_has = np.array([bool(top) and passage_has_answer(top[0], q.answers, q.answer_mode)
+                              for q, top in zip(qs, hits, strict=True)])
         deep = set(random.Random(SEED + 2).sample(range(len(qs)), min(args.deep, len(qs))))
         is_deep = np.array([i in deep for i in range(len(qs))])
         ems: dict[str, dict[int, np.ndarray]] = {}
@@ -258,9 +262,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                               for k in READ_KS}
             e = ems[str(path)]
             results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
+                                               "answer_in_first_passage": float(first_has.mean()),
                                                "deep_em@20-em@1": list(paired_ci(e[20][is_deep], e[1][is_deep]))}
             rep.add({"set": set_name, "reader": str(path), "questions": s["questions"],
                      "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
+                     "answer in 1st": round(100 * float(first_has.mean()), 1),
                      "EM@1": round(100 * s["em@1"], 1), "EM@1 answerable": round(100 * s["em@1_answerable"], 1),
                      "deep questions": s["deep_questions"],
                      **{f"deep EM@{k}": round(100 * s[f"deep_em@{k}"], 1) for k in READ_KS},
