@@ -156,14 +156,17 @@ def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cac
     return {"rows": [done[f"{q.id}\t{q.text}"] for q in questions], "seconds": time.perf_counter() - t, "fresh": fresh}
 
 
-def summarize(name: str, rows: list[dict[str, Any]], answerable: np.ndarray) -> dict[str, Any]:
-    """EM at read-k 1 over every question; at every read-k over the questions read that deep (``deep_*``)."""
+def summarize(name: str, rows: list[dict[str, Any]], answerable: np.ndarray,
+              deep: np.ndarray | None = None) -> dict[str, Any]:
+    """EM at read-k 1 over every question; at every read-k over the ``deep`` ones (default: every question read
+    that deep) (``deep_*``)."""
     kmin, kmax = READ_KS[0], READ_KS[-1]
     em1 = np.array([r[str(kmin)][1] for r in rows])
     out: dict[str, Any] = {"reader": name, "questions": len(rows), "answerable": int(answerable.sum()),
                            f"em@{kmin}": float(em1.mean()),
                            f"em@{kmin}_answerable": float(em1[answerable].mean()) if answerable.any() else 0.0}
-    deep = np.array([str(kmax) in r for r in rows])
+    if deep is None:
+        deep = np.array([str(kmax) in r for r in rows])
     out["deep_questions"], out["deep_answerable"] = int(deep.sum()), int((deep & answerable).sum())
     if deep.any():
         em = {k: np.array([r[str(k)][1] for r, d in zip(rows, deep, strict=True) if d]) for k in READ_KS}
@@ -257,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for path in readers:
             reader = Reader(path, device="cpu")
             got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json", deep)
-            s = summarize(str(path), got["rows"], answerable)
+            s = summarize(str(path), got["rows"], answerable, is_deep)
             ems[str(path)] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
                               for k in READ_KS}
             e = ems[str(path)]
