@@ -196,12 +196,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")
     ap.add_argument("--squad", type=int, default=1000, help="SQuAD dev questions of the squad-dev control")
     ap.add_argument("--deep", type=int, default=500, help="questions per set (a seeded sample) read to read-k 20")
+    ap.add_argument("--latency", type=int, default=30,
+                    help="questions each reader answers one at a time from its top 10 (hiera answer's default k), "
+                         "for its p50 reading latency")
     ap.add_argument("--name", default="reader-open")
     args = ap.parse_args(argv)
 
     from hiera.builds import open_collection
     from hiera.eval.match import passage_has_answer
     from hiera.eval.paired import paired_ci
+    from hiera.read.pipeline import title_line
     from hiera.read.reader import Reader
 
     root = ensure_demo(args.root)
@@ -230,7 +234,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "answer in 1st", "EM@1",
                                      "EM@1 answerable",
                                      "deep questions", *[f"deep EM@{k}" for k in READ_KS],
-                                     *[f"deep EM@{k} answerable" for k in READ_KS], "deep lost@20", "read s"])
+                                     *[f"deep EM@{k} answerable" for k in READ_KS], "deep lost@20",
+                                     "read ms p50 (k 10)", "read s"])
     paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
     results: dict[str, Any] = {}
     for set_name in [s.strip() for s in args.sets.split(",") if s.strip()]:
@@ -264,6 +269,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ems[str(path)] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
                               for k in READ_KS}
             e = ems[str(path)]
+            ms = []
+            for q, top in list(zip(qs, hits, strict=True))[: args.latency]:  # hiera answer's reading, k = 10
+                t = time.perf_counter()
+                reader.read(q.text, [(title_line(h, sep), h.text) for h in top[:10]])
+                ms.append((time.perf_counter() - t) * 1000)
+            s["read_ms_p50_k10"] = float(np.median(ms)) if ms else None
             results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
                                                "answer_in_first_passage": float(first_has.mean()),
                                                "deep_em@20-em@1": list(paired_ci(e[20][is_deep], e[1][is_deep]))}
@@ -274,7 +285,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "deep questions": s["deep_questions"],
                      **{f"deep EM@{k}": round(100 * s[f"deep_em@{k}"], 1) for k in READ_KS},
                      **{f"deep EM@{k} answerable": round(100 * s[f"deep_em@{k}_answerable"], 1) for k in READ_KS},
-                     "deep lost@20": round(100 * s["deep_lost@20"], 1), "read s": round(got["seconds"])})
+                     "deep lost@20": round(100 * s["deep_lost@20"], 1),
+                     "read ms p50 (k 10)": round(s["read_ms_p50_k10"] or 0, 1), "read s": round(got["seconds"])})
         first = str(readers[0])
         for path in readers[1:]:
             for subset, rows in (("all", np.ones(len(qs), bool)), ("answerable", answerable)):
