@@ -15,7 +15,9 @@
   text is also in an evaluation set is dropped from training.
 
 **Training** (``--train OUT``): ``hiera train-reader``'s loop on the demo collection, continuing the reader
-``--init`` (trained on SQuAD), the CPU recipe unless ``--lr`` / ``--epochs`` / ``--max-minutes`` say otherwise.
+``--init`` (trained on SQuAD), the CPU recipe unless ``--lr`` / ``--epochs`` / ``--max-minutes`` say otherwise;
+``--replay N`` trains N of the SQuAD questions ``--init`` learnt from again beside the new ones (each read in its
+own collection), so the reader does not forget SQuAD's phrasing.
 A question's positive is the first BM25 passage that contains one of its answer strings (DPR's reader
 positives), read in the window holding the answer; a question with none is skipped.
 
@@ -45,6 +47,8 @@ import numpy as np
 from bench.common import REPO, WORK, Report, data_dir
 
 WORK_DIR = WORK / "reader-open"
+# bench.reader_grid's split: the 36 SQuAD train articles its readers trained on, and their collection
+REPLAY = WORK / "reader-grid" / "train-du2017-44articles-seed0-held8"
 DEMO = REPO / "collections" / "demo"
 READ_KS = (1, 5, 20)
 SEED = 0
@@ -93,6 +97,7 @@ def ensure_demo(root: Path) -> Path:
 
 
 def train(root: Path, questions: list[Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from hiera.builds import open_collection
     from hiera.train.args import ReaderArgs
     from hiera.train.reader import train_reader
 
@@ -101,7 +106,14 @@ def train(root: Path, questions: list[Any], out: Path, args: argparse.Namespace)
         if value is not None:
             given[name] = value
     rargs = ReaderArgs.for_device("cpu", **given)
-    return train_reader(root, questions, out, rargs)
+    replay = []
+    if args.replay:  # SQuAD questions the --init reader trained on, read again from their own collection
+        from hiera.eval.questions import load_questions
+        from hiera.train.common import sample_questions
+
+        squad = load_questions(REPLAY / "train.json", "squad", rules=open_collection(REPLAY / "train").store.rules)
+        replay.append((REPLAY / "train", sample_questions(squad, args.replay, 42)))
+    return train_reader(root, questions, out, rargs, replay=replay)
 
 
 def reader_key(path: Path) -> str:
@@ -191,6 +203,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--epochs", type=float, default=None)
     ap.add_argument("--negatives", type=int, default=None)
     ap.add_argument("--max-minutes", type=float, default=30.0)
+    ap.add_argument("--replay", type=int, default=0, help="--train: this many of the SQuAD train questions the "
+                    "--init reader trained on (bench.reader_grid's split) trained on again with the new ones")
     ap.add_argument("--sets", default="nq-open,trivia,squad-dev", help="question sets to evaluate")
     ap.add_argument("--nq", type=int, default=None, help="only the first N NQ-open questions (default: all 3,610)")
     ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")

@@ -261,3 +261,20 @@ def test_train_reader_continues_a_trained_reader_on_answer_strings(squad_tiny, t
     assert meta.get("decoding") == json.loads((tiny_reader / "hiera-reader.json").read_text()).get("decoding")
     assert main([*run, "--out", str(tmp_path / "bad"), "--init", str(tmp_path)]) == 2  # not a reader: one line
     assert "hiera-reader.json" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_train_reader_replays_questions_of_another_collection(squad_tiny, tiny_reader, tmp_path: Path):
+    """``replay`` adds the groups of (collection, questions) sources to the run's own: both counted, both trained."""
+    from readdata import RULES
+
+    from hiera.eval.questions import load_squad
+    from hiera.train.args import ReaderArgs
+    from hiera.train.reader import train_reader
+
+    root, qfile = squad_tiny
+    qs = load_squad(qfile, rules=RULES)
+    args = ReaderArgs(max_steps=1, batch_size=2, max_length=96, stride=24, progress=False, init=str(tiny_reader))
+    meta = train_reader(root, qs[:4], tmp_path / "r", args, log=helpers.QUIET, replay=[(root, qs[4:])])
+    (replayed,) = meta["replay"]
+    assert meta["examples"]["groups"] == 4 and replayed["examples"]["questions"] == len(qs) - 4
+    assert replayed["examples"]["groups"] >= len(qs) - 6 and replayed["collection"] == str(root)

@@ -225,8 +225,14 @@ def train_reader(
     out: str | Path,
     args: ReaderArgs,
     log: Callable[[str], None] = print,
+    replay: Sequence[tuple[str | Path, Sequence[Question]]] = (),
 ) -> dict[str, Any]:
-    """Groups, training, atomic publish of ``out``; returns the metadata written beside the weights."""
+    """Groups, training, atomic publish of ``out``; returns the metadata written beside the weights.
+
+    ``replay``: more ``(collection, questions)`` sources whose groups are shuffled in with these (each
+    question's passages come from its own collection): a reader continued on new questions (``args.init``)
+    keeps reading the old ones if some of them are trained on again.
+    """
     args.check()
     require_training_libs()
     import datasets
@@ -243,6 +249,13 @@ def train_reader(
     transformers.set_seed(args.seed)
     tokenizer, model = base_reader(args)
     groups, rep = reader_groups(col, pool, tokenizer, qs, args, args.progress)
+    replayed = []
+    for index_r, questions_r in replay:
+        col_r = open_collection(index_r)
+        g, r = reader_groups(col_r, PassagePool.from_collection(col_r), tokenizer, list(questions_r), args, args.progress)
+        groups += g
+        replayed.append({"collection": str(col_r.root), "version": col_r.store.version,
+                         "digest": questions_digest(list(questions_r)), "examples": vars(r)})
     if len(groups) < 2:
         raise HieraError(f"only {len(groups)} usable training questions (answers not found in the collection's passages)")
     log(
@@ -250,8 +263,11 @@ def train_reader(
         f"{rep.no_span} without a findable span, {rep.no_negatives} without enough negatives); "
         f"{args.negatives} negatives each"
     )
+    for r in replayed:
+        log(f"replayed with them: {r['examples']['groups']} groups from {r['examples']['questions']} questions of "
+            f"{r['collection']}")
     work = out.with_name(out.name + ".work")
-    key = run_key(args.to_dict(), col.store.version, questions_digest(qs), len(groups))
+    key = run_key(args.to_dict(), col.store.version, questions_digest(qs), len(groups), *replayed)
     resume = resume_point(work / "checkpoints", key, log)
     if resume:
         log(f"resuming from {resume}")
@@ -263,6 +279,7 @@ def train_reader(
         "base_model": {"name": str(args.init or args.base_model), "fingerprint": model_fingerprint(base)},
         "collection": str(col.root),
         "examples": vars(rep),
+        **({"replay": replayed} if replayed else {}),
         "train": run_report(fit.trainer, fit.result, fit.seconds, fit.callbacks, resume, train_device(args)),
         "seconds_total": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
