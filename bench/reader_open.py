@@ -175,6 +175,7 @@ def summarize(name: str, rows: list[dict[str, Any]], answerable: np.ndarray,
     kmin, kmax = READ_KS[0], READ_KS[-1]
     em1 = np.array([r[str(kmin)][1] for r in rows])
     out: dict[str, Any] = {"reader": name, "questions": len(rows), "answerable": int(answerable.sum()),
+                           "answerable_share": float(answerable.mean()) if len(rows) else 0.0,
                            f"em@{kmin}": float(em1.mean()),
                            f"em@{kmin}_answerable": float(em1[answerable].mean()) if answerable.any() else 0.0}
     if deep is None:
