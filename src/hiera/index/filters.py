@@ -295,7 +295,9 @@ def _read_fields(view: View) -> dict[str, Field]:
         for key, v in md.items():
             if key == "sources":
                 continue
-            col = meta.setdefault(key, [None] * n_docs)
+            col = meta.get(key)
+            if col is None:  # not setdefault: its default, a list of every document, was built again per value
+                col = meta[key] = [None] * n_docs
             col[pos] = [str(x) for x in v] if isinstance(v, list) else v
     out = {
         "id": Field("id", "text", "doc", ids, sum(i is not None for i in ids)),  # a dead position has none
