@@ -225,7 +225,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from hiera.read.pipeline import title_line
     from hiera.read.reader import Reader
 
-    root = ensure_demo(args.root)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    # the demo collection is built (minutes, on a fresh machine) only when a run reads or trains on it
+    root = ensure_demo(args.root) if args.train is not None or set(sets) - {"squad-dev"} else args.root
     sp = splits(args.trivia)
     if args.nq is not None:
         sp["eval"]["nq-open"] = sp["eval"]["nq-open"][: args.nq]
@@ -246,7 +248,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not readers:
         raise SystemExit("nothing to evaluate: give --reader DIR (or --train OUT --init DIR)")
 
-    cols = {root: open_collection(root)}
+    cols: dict[Path, Any] = {}
+
+    def collection(path: Path) -> Any:
+        if path not in cols:
+            cols[path] = open_collection(path)
+        return cols[path]
+
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     rep = Report(args.name, columns=["set", "reader", "questions", "answerable@20", "answer in 1st", "EM@1",
                                      "EM@1 answerable",
@@ -255,19 +263,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                      "read ms p50 (k 10)", "read s"])
     paired = Report(f"{args.name}-paired", columns=["set", "comparison", "subset", "difference", "95% interval"])
     results: dict[str, Any] = {}
-    for set_name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+    for set_name in sets:
         if set_name == "squad-dev":
             from bench.common import PINNED
             from bench.pooled import ensure_pooled
             from bench.reader import spread_sample
             from hiera.eval.questions import load_questions
 
-            pooled = ensure_pooled()
-            col = cols.setdefault(pooled, open_collection(pooled))
+            col = collection(ensure_pooled())
             dev = load_questions(data_dir() / "squad" / "dev-v1.1.first24.json", "squad", rules=col.store.rules)
             qs, params = spread_sample(dev, args.squad, SEED), PINNED["dhr"]
         else:
-            col, qs, params = cols[root], sp["eval"][set_name], {}
+            col, qs, params = collection(root), sp["eval"][set_name], {}
         sep = col.store.title_sep
         print(f"{set_name}: {len(qs)} questions", flush=True)
         hits = retrieve(col, qs, max(READ_KS), params)
