@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for path in readers:
             reader = Reader(path, device="cpu")
             shallow = path in args.shallow  # read at read-k 1 only: no deep figures
+            has_deep = not shallow and bool(is_deep.any())
             got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json",
                        set() if shallow else deep)
             s = summarize(str(path), got["rows"], answerable, np.zeros(len(qs), bool) if shallow else is_deep)
@@ -303,24 +304,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             s["read_ms_p50_k10"] = float(np.median(ms)) if ms else None
             results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
                                                "answer_in_first_passage": float(first_has.mean()),
-                                               "deep_em@20-em@1": None if shallow else
+                                               "deep_em@20-em@1": None if not has_deep else
                                                list(paired_ci(e[20][is_deep], e[1][is_deep]))}
             rep.add({"set": set_name, "reader": str(path), "questions": s["questions"],
                      "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
                      "answer in 1st": round(100 * float(first_has.mean()), 1),
                      "EM@1": round(100 * s["em@1"], 1), "EM@1 answerable": round(100 * s["em@1_answerable"], 1),
                      "deep questions": s["deep_questions"],
-                     **{f"deep EM@{k}": round(100 * s[f"deep_em@{k}"], 1) for k in READ_KS if not shallow},
+                     **{f"deep EM@{k}": round(100 * s[f"deep_em@{k}"], 1) for k in READ_KS if has_deep},
                      **{f"deep EM@{k} answerable": round(100 * s[f"deep_em@{k}_answerable"], 1)
-                        for k in READ_KS if not shallow},
-                     **({} if shallow else {"deep lost@20": round(100 * s["deep_lost@20"], 1)}),
+                        for k in READ_KS if has_deep},
+                     **({"deep lost@20": round(100 * s["deep_lost@20"], 1)} if has_deep else {}),
                      "read ms p50 (k 10)": round(s["read_ms_p50_k10"] or 0, 1), "read s": round(got["seconds"])})
         first = str(readers[0])
         for path in readers[1:]:
             for subset, rows in (("all", np.ones(len(qs), bool)), ("answerable", answerable)):
                 for k in READ_KS:
                     sel = rows if k == READ_KS[0] else rows & is_deep
-                    if k != READ_KS[0] and (path in args.shallow or readers[0] in args.shallow):
+                    if k != READ_KS[0] and (path in args.shallow or readers[0] in args.shallow or not is_deep.any()):
                         continue
                     d, lo, hi = paired_ci(ems[str(path)][k][sel], ems[first][k][sel])
                     key = f"{set_name} | {path} - {first} | {subset} | EM@{k}"
