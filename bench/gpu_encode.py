@@ -66,6 +66,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="comma-separated paths under ../shared/data to ingest (default: all four of the kit)")
     ap.add_argument("--encode-passages", type=int, default=0, help="(a): at most this many passages (0: all)")
     ap.add_argument("--skip-build", action="store_true", help="steps 1-4 only")
+    ap.add_argument("--skip-eval", action="store_true", help="no (e)")
+    ap.add_argument("--variants", type=int, default=0,
+                    help="(a1)/(a2) on this many passages: the model alone, and the pipeline at other settings")
 
 
 def defaults(**overrides: Any) -> argparse.Namespace:
@@ -152,22 +155,95 @@ def tokenize_rows(rep: Report, texts: list[str], workers: int) -> dict[str, Any]
         return {"skipped": "the model is not a plain pipeline FastTokenizer reproduces"}
     batches = [texts[s : s + CUDA_BATCH] for s in range(0, len(texts), CUDA_BATCH)]
     out: dict[str, Any] = {}
-    for n in dict.fromkeys((1, workers)):
-        with TokenizerPool(fast, n, "process") as pool:
+    for n, kind in dict.fromkeys(((1, "process"), (workers, "process"), (workers, "thread"))):
+        with TokenizerPool(fast.packing(), n, kind) as pool:  # as the encoder's workers tokenize
             _through(pool, batches[:n], n)  # start-up, not timed
             t = time.perf_counter()
             _through(pool, batches, 2 * n)
             rate = len(texts) / (time.perf_counter() - t)
-        out[f"workers_{n}"] = {"workers": n, "passages": len(texts), "passages_per_s": rate}
-        rep.add({"measure": f"(a0) tokenizing alone, {n} worker process{'es' if n > 1 else ''}, "
-                            f"{len(texts):,} passages", "value": f"{rate:,.0f} passages/s", "target": "–"},
-                out[f"workers_{n}"], key=f"a0-tokenize-{n}")
+        label = f"workers_{n}" if kind == "process" else f"threads_{n}"
+        out[label] = {"workers": n, "kind": kind, "passages": len(texts), "passages_per_s": rate}
+        rep.add({"measure": f"(a0) tokenizing alone, {n} worker {kind}{'es' if n > 1 and kind == 'process' else ''}"
+                            f"{'s' if n > 1 and kind == 'thread' else ''}, {len(texts):,} passages",
+                 "value": f"{rate:,.0f} passages/s", "target": "–"}, out[label], key=f"a0-tokenize-{kind}-{n}")
+    return out
+
+
+def _host_row(rep: Report, what: str, stats: Any, key: str) -> None:
+    d = stats.to_dict()
+    wall = max(d["wall"], 1e-9)
+    parts = ", ".join(f"{k.replace('_', ' ')} {d[k] / wall:.0%}" for k in ("wait_tokenize", "copy_in", "launch",
+                                                                          "wait_device"))
+    rep.add({"measure": what, "value": f"{parts}; tokens/slots {d['tokens'] / max(d['slots'], 1):.2f}",
+             "target": "–"}, d, key=key)
+
+
+def model_alone(rep: Report, enc: Any, texts: list[str], device: str) -> dict[str, Any]:
+    """(a1) the model's forward pass alone over the same length-sorted batches, tokenized and on the device
+    beforehand: the ceiling the pipeline is held to on these texts."""
+    import torch
+
+    from hiera.encode import model_inputs
+
+    pool = enc.tokenizer_pool()
+    if pool is None:
+        return {"skipped": "no tokenizer pool"}
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    batches = [[texts[i] for i in order[s : s + enc.batch_size]] for s in range(0, len(order), enc.batch_size)]
+    futures = [pool.submit(b) for b in batches]
+    on_device = [model_inputs({k: torch.from_numpy(v).to(device) for k, v in f.result().items()}) for f in futures]
+    model = enc.doc_model
+    tokens = sum(int(x["attention_mask"].sum()) for x in on_device)
+
+    def forward() -> None:
+        with torch.inference_mode():
+            for x in on_device:
+                torch.nn.functional.normalize(model(x)["sentence_embedding"].float(), dim=1)
+
+    forward()  # warm-up: every shape once
+    _, seconds = _timed(device, forward)
+    res = {"passages": len(texts), "seconds": round(seconds, 3), "passages_per_s": len(texts) / seconds,
+           "tokens": tokens, "tokens_per_passage": tokens / max(1, len(texts))}
+    rep.add({"measure": f"(a1) the model alone, tokenized batches already on the device, {len(texts):,} passages "
+                        f"({res['tokens_per_passage']:.0f} tokens each)",
+             "value": f"{res['passages_per_s']:,.0f} passages/s", "target": "–"}, res, key="a1-model")
+    return res
+
+
+def variant_rows(rep: Report, texts: list[str], device: str, base: Any) -> dict[str, Any]:
+    """(a2) the same pipeline on the same passages at other settings: worker threads, other batch sizes."""
+    from hiera.encode import Encoder, StreamStats
+
+    out: dict[str, Any] = {}
+    setups = [("processes, batch 1,024", {}), ("threads, batch 1,024", {"tokenize_kind": "thread"}),
+              ("4 threads, batch 1,024", {"tokenize_kind": "thread", "tokenize_workers": 4}),
+              ("processes, batch 512", {"batch_size": 512}), ("processes, batch 2,048", {"batch_size": 2048})]
+    for label, kw in setups:
+        enc = Encoder(backend="torch", device=device, use_cache=False,
+                      tokenize_kind=kw.get("tokenize_kind", base.tokenize_kind), batch_size=kw.get("batch_size"),
+                      tokenize_workers=kw.get("tokenize_workers"))
+        try:
+            enc._encode(texts[: 4 * enc.batch_size])
+            enc.stream_stats = StreamStats()
+            _, seconds = _timed(device, lambda e=enc: e._encode(texts))
+        except Exception as e:  # noqa: BLE001 - one variant failing leaves the others
+            out[label] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        finally:
+            pool = enc.tokenizer_pool()
+            if pool is not None:
+                pool.close()
+        out[label] = {"passages": len(texts), "passages_per_s": len(texts) / seconds, **kw,
+                      "stream": enc.stream_stats.to_dict()}
+        rep.add({"measure": f"(a2) hiera Encoder._encode, {label}, {len(texts):,} passages",
+                 "value": f"{len(texts) / seconds:,.0f} passages/s", "target": "–"}, out[label], key=f"a2-{label}")
+        _host_row(rep, f"(a2) {label}: where the host's time went", enc.stream_stats, f"a2-host-{label}")
     return out
 
 
 def encode_rows(rep: Report, texts: list[str], device: str, args: argparse.Namespace) -> dict[str, Any]:
     """(a), (b), (c): hiera's encoder end to end, sentence-transformers' encode beside it, cosine to the CPU."""
-    from hiera.encode import Encoder, default_tokenize_workers
+    from hiera.encode import Encoder, StreamStats, default_tokenize_workers
 
     out: dict[str, Any] = {}
     out["tokenize"] = tokenize_rows(rep, texts[:50_000], default_tokenize_workers(device))
@@ -182,10 +258,16 @@ def encode_rows(rep: Report, texts: list[str], device: str, args: argparse.Names
     pool = enc.tokenizer_pool()
     setup = {"batch_size": enc.batch_size, "precision": enc.precision, "tokenize_workers": enc.tokenize_workers,
              "tokenize_kind": enc.tokenize_kind if pool is not None else "sentence-transformers preprocess"}
+    enc.stream_stats = StreamStats()
     vecs, seconds = _timed(device, lambda: enc._encode(texts))
-    out["hiera"] = {"passages": len(texts), "seconds": round(seconds, 2), "passages_per_s": len(texts) / seconds, **setup}
+    out["hiera"] = {"passages": len(texts), "seconds": round(seconds, 2), "passages_per_s": len(texts) / seconds, **setup,
+                    "stream": enc.stream_stats.to_dict()}
     rep.add({"measure": f"(a) hiera Encoder._encode, {len(texts):,} passages (no cache)",
              "value": f"{len(texts) / seconds:,.0f} passages/s", "target": "≥ 30,000"}, out["hiera"], key="a-hiera")
+    _host_row(rep, "(a) where the host's time went", enc.stream_stats, "a-host")
+    if args.variants:
+        out["model_alone"] = model_alone(rep, enc, texts[: args.variants], device)
+        out["variants"] = variant_rows(rep, texts[: args.variants], device, enc)
     with tempfile.TemporaryDirectory(prefix="gpu-encode-cache-") as cache:
         cached = Encoder(backend="torch", device=device, cache_dir=Path(cache), tokenize_kind=enc.tokenize_kind)
         cached.encode_document(texts[:64])
@@ -383,7 +465,7 @@ def run(rep: Report, args: argparse.Namespace) -> dict[str, Any]:
             if "process_pool_error" in parts["encode"]:  # the build and eval fall back as (a) did
                 env["HIERA_TOKENIZE_KIND"] = "thread"
             parts["build"] = _guarded(rep, "(d) build", lambda: build_rows(rep, root, device, env))
-            if parts["build"].get("rc") == 0:
+            if parts["build"].get("rc") == 0 and not args.skip_eval:
                 parts["eval"] = _guarded(rep, "(e) eval", lambda: eval_rows(rep, root, device, args.questions, env,
                                                                              work))
     finally:

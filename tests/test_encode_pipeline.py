@@ -15,10 +15,19 @@ from typing import Any
 import helpers
 import numpy as np
 import pytest
+import torch
 
 from hiera import encode as encode_mod
 from hiera.backends import FastTokenizer, TokenizerPool
-from hiera.encode import EncodeError, Encoder, stream_batches, stream_encode, text_hash
+from hiera.encode import (
+    EncodeError,
+    Encoder,
+    StreamStats,
+    model_inputs,
+    stream_batches,
+    stream_encode,
+    text_hash,
+)
 from hiera.models import cuda_available
 
 TEXTS = [
@@ -74,6 +83,14 @@ def test_fast_tokenizer_pads_as_sentence_transformers_does(enc: Encoder, fast: F
             for k, v in ours.items():
                 assert v.dtype == np.int64
                 np.testing.assert_array_equal(v, theirs[k].numpy(), err_msg=k)
+            # the packed form the workers hand back (int32 ids and lengths), widened as on the device
+            packed = tok.packed(batch)
+            assert packed["ids"].dtype == np.int32 and packed["ids"].nbytes * 2 == ours["input_ids"].nbytes
+            widened = model_inputs({k: torch.from_numpy(v) for k, v in packed.items()})
+            assert set(widened) == set(ours)
+            for k, v in widened.items():
+                assert v.dtype == torch.int64
+                np.testing.assert_array_equal(v.numpy(), theirs[k].numpy(), err_msg=f"packed {k}")
 
 
 @pytest.mark.parametrize("kind", ["thread", "process"])
@@ -85,11 +102,15 @@ def test_workers_hand_batches_back_in_order(enc: Encoder, fast: FastTokenizer, r
         np.testing.assert_allclose(got, reference, atol=2e-6)
         seen: list[int] = []
         sizes = []
-        for idx, vecs in stream_batches(enc.model, TEXTS, "", 3, "cpu", 2, pool):
+        stats = StreamStats()
+        for idx, vecs in stream_batches(enc.model, TEXTS, "", 3, "cpu", 2, pool, stats):
             seen += idx
             sizes.append(len(idx))
             np.testing.assert_allclose(vecs, reference[idx], atol=2e-6)
     assert sorted(seen) == list(range(len(TEXTS))) and sizes == [3, 3, 3, 1]
+    # where the host's time went, counted once per batch
+    assert (stats.batches, stats.texts) == (4, len(TEXTS)) and 0 < stats.tokens <= stats.slots
+    assert 0 < stats.wait_tokenize + stats.copy_in + stats.launch + stats.wait_device <= stats.wall
     lengths = [len(TEXTS[i]) for i in seen]
     assert lengths == sorted(lengths, reverse=True)  # longest first: little padding
 

@@ -274,6 +274,7 @@ class Encoder:
         if self.tokenize_kind not in ("thread", "process"):
             raise BadInputError(f"unknown tokenizer worker kind {self.tokenize_kind!r}; choose thread or process")
         self._pool: Any = None  # the streaming path's TokenizerPool, made on first use, kept for the next calls
+        self.stream_stats = StreamStats()  # where the streaming path's host time went, over every call
         self._half: Any = None  # the float16 copy documents run through (precision float16)
         # A Hugging Face fast tokenizer raises "Already borrowed" when two
         # threads use it at once (the HTTP server's thread pool does); the model
@@ -341,7 +342,8 @@ class Encoder:
             from hiera.backends import FastTokenizer, TokenizerPool
 
             fast = FastTokenizer.load(self.path)
-            self._pool = False if fast is None else TokenizerPool(fast, self.tokenize_workers, self.tokenize_kind)
+            self._pool = False if fast is None else TokenizerPool(fast.packing(), self.tokenize_workers,
+                                                                  self.tokenize_kind)
             if self._pool:
                 weakref.finalize(self, self._pool.close)
         return self._pool or None
@@ -393,7 +395,7 @@ class Encoder:
             if self.streams and not query:
                 pool = self.tokenizer_pool()
                 return stream_encode(self.doc_model, texts, prompt, self.batch_size, self.device,
-                                     self._prefetch(pool), pool)
+                                     self._prefetch(pool), pool, self.stream_stats)
             vecs = getattr(self.model, method)(
                 list(texts),
                 prompt=prompt,
@@ -466,7 +468,7 @@ class Encoder:
             with self._lock:
                 pool = self.tokenizer_pool()
                 for idx, vecs in stream_batches(self.doc_model, uniq, self.document_prompt, self.batch_size,
-                                                self.device, self._prefetch(pool), pool):
+                                                self.device, self._prefetch(pool), pool, self.stream_stats):
                     out[first[idx]] = vecs  # one numpy assignment a batch: this thread feeds the GPU
                     writer.add([hashes[i] for i in idx], vecs)
                     bar.update(len(idx))
@@ -518,6 +520,19 @@ def _features(st: Any, texts: Sequence[str], prompt: str) -> dict[str, Any]:
     return st.preprocess(list(texts), prompt=prompt or None)
 
 
+def model_inputs(feats: dict[str, Any]) -> dict[str, Any]:
+    """The model's int64 ``input_ids``, ``attention_mask``, ``token_type_ids`` from a batch on its device: a packed
+    batch (:meth:`hiera.backends.FastTokenizer.packed`: int32 ids, lengths) is widened there; others pass through."""
+    if "lengths" not in feats:
+        return feats
+    import torch
+
+    ids = feats["ids"].long()
+    mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < feats["lengths"][:, None]
+    types = feats["types"].long() if "types" in feats else torch.zeros_like(ids)
+    return {"input_ids": ids, "attention_mask": mask.long(), "token_type_ids": types}
+
+
 class _Host:
     """Where a model on the CPU runs: tensors stay put, and a batch's vectors are ready when the forward pass returns."""
 
@@ -527,7 +542,7 @@ class _Host:
     def to_device(self, feats: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in feats.items()}
+        return model_inputs({k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in feats.items()})
 
     def start_copy(self, emb: Any) -> Any:
         return emb.numpy()
@@ -561,7 +576,7 @@ class _Cuda(_Host):
         for k, v in feats.items():
             t = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
             out[k] = t.pin_memory().to(self.device, non_blocking=True) if hasattr(t, "pin_memory") else t
-        return out
+        return model_inputs(out)
 
     def start_copy(self, emb: Any) -> Any:
         import torch
@@ -583,6 +598,30 @@ class _Cuda(_Host):
     def land(self, handle: Any) -> np.ndarray:
         handle[1].synchronize()
         return handle[0].numpy()
+
+
+@dataclass
+class StreamStats:
+    """Where the streaming path's host thread spent its time (added up over calls): what bounds a GPU's encoding.
+
+    ``wait_tokenize``: blocked on the next tokenized batch (the tokenizers are behind); ``copy_in``: pinning and
+    queueing the copies in; ``launch``: queueing the forward pass (long if the model synchronizes); ``wait_device``:
+    blocked on a batch's vectors (the GPU is behind: the good case). ``tokens`` / ``slots``: the batches' real
+    tokens over their padded size.
+    """
+
+    batches: int = 0
+    texts: int = 0
+    tokens: int = 0
+    slots: int = 0
+    wait_tokenize: float = 0.0
+    copy_in: float = 0.0
+    launch: float = 0.0
+    wait_device: float = 0.0
+    wall: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in self.__dict__.items()}
 
 
 class EncodeError(HieraError):
@@ -611,7 +650,7 @@ def _tokenized(submit: Any, batches: list[list[str]], prefetch: int) -> Iterator
 
 def stream_batches(
     st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
-    tokenizers: Any = None,
+    tokenizers: Any = None, stats: StreamStats | None = None,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """``(positions in texts, their L2-normalized float32 vectors)`` batch by batch, longest texts first.
 
@@ -626,7 +665,10 @@ def stream_batches(
     (sentence-transformers' forward pass, float16 if the model was halved);
     on a CPU the same code runs, which is how the tests cover it. A failing
     batch raises one :class:`EncodeError`; batches after it are never handed out.
+    ``stats``: where the host's time went is added to it (:class:`StreamStats`).
     """
+    import time
+
     import torch
 
     texts = list(texts)
@@ -645,23 +687,52 @@ def stream_batches(
         submit = tokenizers.submit
     flight: deque = deque()  # (batch number, copy handle), in launch order
     stream = _tokenized(submit, [[texts[i] for i in idx] for idx in batches], prefetch)
+    st_ = stats if stats is not None else StreamStats()
+    clock = time.perf_counter
+    start = clock()
+
+    def land(handle: Any) -> np.ndarray:
+        t = clock()
+        vecs = side.land(handle)
+        st_.wait_device += clock() - t
+        return vecs
+
     try:
         with torch.inference_mode():
-            for b, feats in enumerate(stream):
+            b = 0
+            while True:
+                t0 = clock()
+                feats = next(stream, None)
+                t1 = clock()
+                if feats is None:
+                    break
                 try:
-                    emb = st(side.to_device(feats))["sentence_embedding"]
+                    inputs = side.to_device(feats)
+                    t2 = clock()
+                    emb = st(inputs)["sentence_embedding"]
                     emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
                 except Exception as e:  # noqa: BLE001 - named with its batch, as a tokenizer's failure is
                     raise EncodeError(f"encoding batch {b + 1} of {len(batches)} failed: {type(e).__name__}: {e}") from e
                 flight.append((b, side.start_copy(emb)))
+                st_.wait_tokenize += t1 - t0
+                st_.copy_in += t2 - t1
+                st_.launch += clock() - t2
+                st_.batches += 1
+                st_.texts += len(batches[b])
+                lengths = feats.get("lengths")
+                width = (feats["ids"] if lengths is not None else feats["input_ids"]).shape
+                st_.slots += int(width[0]) * int(width[1])
+                st_.tokens += int(lengths.sum()) if lengths is not None else int(np.asarray(feats["attention_mask"]).sum())
+                b += 1
                 # hand out what has arrived; never hold more than `prefetch` batches in flight
                 while flight and (len(flight) > max(1, prefetch) or side.ready(flight[0][1])):
                     done, handle = flight.popleft()
-                    yield batches[done], side.land(handle)
+                    yield batches[done], land(handle)
             while flight:
                 done, handle = flight.popleft()
-                yield batches[done], side.land(handle)
+                yield batches[done], land(handle)
     finally:
+        st_.wall += clock() - start
         stream.close()  # cancels the batches submitted ahead
         if own is not None:
             own.shutdown(wait=True, cancel_futures=True)
@@ -669,11 +740,11 @@ def stream_batches(
 
 def stream_encode(
     st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
-    tokenizers: Any = None,
+    tokenizers: Any = None, stats: StreamStats | None = None,
 ) -> np.ndarray:
     """``texts`` → L2-normalized float32 vectors in input order (:func:`stream_batches`, gathered)."""
     out: np.ndarray | None = None
-    for idx, vecs in stream_batches(st, texts, prompt, batch_size, device, prefetch, tokenizers):
+    for idx, vecs in stream_batches(st, texts, prompt, batch_size, device, prefetch, tokenizers, stats):
         if out is None:
             out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
         out[idx] = vecs

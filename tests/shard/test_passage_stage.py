@@ -137,6 +137,27 @@ def test_device_document_lists_need_no_host_round_trip(unsharded: Path) -> None:
         assert stage._capacity[width] >= col.n_passages  # learnt from the overflow
 
 
+def test_dense_dhr_on_the_torch_device_hands_its_document_search_to_the_passage_stage(unsharded: Path) -> None:
+    """The dense configuration searched exactly on the torch device: the document stage's search reaches the passage
+    stage unrun (on a GPU both run in one graph), and the ranking is the host's FAISS path's."""
+    from hiera.score.docstage import stage as doc_stage
+
+    params = {"doc_stage": "mean", "passage_alpha": 0.0, "lam": 1.0, "top_docs": 4}
+    dev = open_collection(unsharded, device="cpu", dense_search="exact")
+    host = open_collection(unsharded, dense_search="faiss")
+    batch = QueryBatch(QUERIES, vectors={"qp": dev.passage_encoder.encode_query(QUERIES)})
+    docs = doc_stage("mean").top_batch(dev, batch, 4, on_device=True)
+    assert docs.search is not None and docs.positions is None  # described, not run
+    for q in QUERIES:
+        got = get_retriever("dhr", dev).search(q, k=10, **params)
+        want = get_retriever("dhr", host).search(q, k=10, **params)
+        assert [h.passage_id for h in got.hits] == [h.passage_id for h in want.hits]
+        np.testing.assert_allclose([h.score for h in got.hits], [h.score for h in want.hits], atol=1e-5)
+        steps = {s.name: s.detail for s in got.trace}
+        assert steps["doc-stage"].get("run") == "inside the passage stage"
+        assert steps["passage-stage"]["backend"] == "torch"
+
+
 def _torch_ops(stage: TorchPassageStage, n: int, spec: PassageSpec, docs_on_device: bool) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -203,3 +224,31 @@ def test_the_gpu_backend_gives_the_host_backend_results(unsharded: Path, spec: P
     for a, b in zip(got, want, strict=True):
         assert a.positions.tolist() == b.positions.tolist() and a.passage_rank.tolist() == b.passage_rank.tolist()
         np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
+def test_the_fused_graph_gives_the_stages_run_apart(unsharded: Path) -> None:
+    """The document search captured with the passage stage in one CUDA graph returns what the two stages run apart
+    return, also for a batch whose candidates overflow the first capacity (rerun from the graph's documents)."""
+    import torch
+
+    from hiera.index.passage_stage import DeviceSearch
+    from hiera.score.docstage import stage as doc_stage
+
+    col = open_collection(unsharded, device="cuda", dense_search="exact")
+    stage = col._passage_stage
+    assert isinstance(stage, TorchPassageStage) and stage.graphs
+    index = doc_stage("mean")._device_index(col)
+    assert index is not None
+    q = torch.from_numpy(col.passage_encoder.encode_query(QUERIES)).cuda()
+    spec = PassageSpec(lam=1.0, passage_alpha=0.0, k=20)
+    for k_docs in (3, col.n_docs):
+        stage.mean_len = 0.01  # the first capacity is too small for every document's passages
+        stage._capacity.clear()
+        search = DeviceSearch(index, q, k_docs)
+        fused = stage.run(QUERIES, q, DocLists.deferred(search), spec)
+        assert stage.fuse, stage.graph_note
+        apart = stage.run(QUERIES, q, DocLists.deferred(search).resolved(), spec)
+        for a, b in zip(fused, apart, strict=True):
+            assert a.positions.tolist() == b.positions.tolist()
+            np.testing.assert_allclose(a.scores, b.scores, atol=1e-6)

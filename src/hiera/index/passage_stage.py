@@ -65,20 +65,53 @@ class PassageSpec:
         return self.passage_alpha > 0
 
 
+class DeviceSearch(NamedTuple):
+    """A document stage's exact search on a torch device, described but not yet run.
+
+    The torch passage stage runs it inside the same CUDA graph as its own
+    grid, so a single query costs one replay and one transfer instead of a
+    launch per operation of each stage; anywhere else :meth:`run` runs it.
+    """
+
+    index: Any  # a hiera.index.exact.TorchExactIndex
+    queries: Any  # (queries × d) float32 tensor on the index's device
+    k: int
+
+    def run(self) -> tuple[Any, Any]:
+        """``(scores, ids)``: (queries × k) tensors on the device, best first."""
+        return self.index.top(self.queries, self.k)
+
+
 class DocLists(NamedTuple):
     """Each query's chosen documents, best first, and their document-stage scores.
 
     Lists of 1-D numpy arrays (one per query), or, from a document stage that
     ran on a torch device, two (queries × documents) tensors there: a dense
     index search's top ``k``, every row full (a position of -1 is read as no
-    document, but the result's document count is the row's width).
+    document, but the result's document count is the row's width). Or, from a
+    document stage searched exactly on a torch device, that search not yet run
+    (``search``; positions and scores None): :meth:`resolved` runs it.
     """
 
     positions: Any
     scores: Any
+    search: DeviceSearch | None = None
+
+    @classmethod
+    def deferred(cls, search: DeviceSearch) -> DocLists:
+        return cls(None, None, search)
+
+    def resolved(self) -> DocLists:
+        """The lists themselves: a deferred device search is run (its tensors stay on the device)."""
+        if self.search is None:
+            return self
+        scores, ids = self.search.run()
+        return DocLists(ids, scores)
 
     def on_host(self) -> DocLists:
         """The numpy form (one transfer when the lists are device tensors)."""
+        if self.search is not None:
+            return self.resolved().on_host()
         if isinstance(self.positions, list | tuple):
             return self
         pos, sc = self.positions.cpu().numpy(), self.scores.float().cpu().numpy()
@@ -218,8 +251,11 @@ class TorchPassageStage:
     On a GPU the grid's operations are captured once per shape (queries,
     documents, capacity, λ, α, k) in a CUDA graph and replayed: one launch
     instead of one per operation, so a single query does not wait on the host
-    between tiny kernels. A capture that fails leaves the stage eager
-    (:attr:`graph_note` says why); ``graphs=False`` asks for eager.
+    between tiny kernels. Handed a document search not yet run
+    (:class:`DeviceSearch`), the stage captures that search in the same graph
+    (:meth:`_fused`): the query vectors go in, the packed result comes out, and
+    nothing in between waits on the host. A capture that fails leaves the
+    stage eager (:attr:`graph_note` says why); ``graphs=False`` asks for eager.
     """
 
     backend = "torch"
@@ -244,7 +280,8 @@ class TorchPassageStage:
         self._arange: dict[tuple[int, int, int], Any] = {}
         self.graphs = (device == "cuda") if graphs is None else bool(graphs) and device == "cuda"
         self.graph_note = ""
-        self._graphs: dict[tuple, tuple[Any, list[Any], Any]] = {}
+        self.fuse = True  # a deferred document search runs inside the stage's graph (:meth:`_fused`)
+        self._graphs: dict[tuple, Any] = {}
         self._graph_lock = threading.Lock()
 
     def capacity(self, n_docs: int) -> int:
@@ -256,6 +293,11 @@ class TorchPassageStage:
         dev = self.device
         mask = None if allowed is None else allowed.tensor("passage", dev)
         with torch.inference_mode():
+            if docs.search is not None:
+                fused = self._fused(texts, qp, docs.search, spec, mask)
+                if fused is not None:
+                    return fused
+                docs = docs.resolved()
             if isinstance(docs.positions, list | tuple):
                 pos, sc, need = self._pad(docs)
                 need = _pow2(need)  # a few shapes, not one per batch: padding stays below twice the candidates
@@ -304,6 +346,73 @@ class TorchPassageStage:
                 dst.copy_(src)
             graph.replay()
             return out.cpu().numpy()
+
+    def _fused(self, texts: Sequence[str], qp: Any, search: DeviceSearch, spec: PassageSpec,
+               mask: Any) -> list[StageResult] | None:
+        """The document stage's device search and this stage's grid replayed from one CUDA graph, or None where
+        that does not apply (graphs off, a filter, BM25 scores from the host, a failed capture): the caller then
+        runs the search and the stage apart.
+
+        One replay and one transfer a batch: the graph copies the query vectors in, searches the documents,
+        builds and packs the grid. Its document lists stay in the graph's buffers, so a batch whose candidates
+        overflow the capacity is rerun from them (without searching again) by the unfused path, which learns the
+        larger capacity the next capture uses.
+        """
+        torch = self._torch
+        if not (self.graphs and self.fuse) or mask is not None or spec.bm25 or qp is None or not spec.dense:
+            return None
+        nq, nd = int(search.queries.shape[0]), max(1, min(int(search.k), int(search.index.ntotal)))
+        if nq == 0:
+            return []
+        qp = torch.as_tensor(np.ascontiguousarray(qp, dtype=np.float32)).to(self.device) \
+            if isinstance(qp, np.ndarray) else qp
+        cap = self.capacity(nd)
+        key = ("fused", id(search.index), tuple(search.queries.shape), nd, tuple(qp.shape), cap, spec)
+        inputs = [search.queries.float(), qp.float()]
+        with self._graph_lock:
+            if key not in self._graphs:
+                if len(self._graphs) >= MAX_GRAPHS:
+                    return None
+                try:
+                    self._graphs[key] = self._capture_fused(search.index, inputs, nd, cap, spec)
+                except Exception as e:  # noqa: BLE001 - any capture failure: the stages apart from now on, said once
+                    self.fuse, self.graph_note = False, f"fused document stage off: {type(e).__name__}: {e}"
+                    return None
+            graph, static, (out, dpos, dsc), host = self._graphs[key]
+            for dst, src in zip(static, inputs, strict=True):
+                dst.copy_(src)
+            graph.replay()
+            host.copy_(out, non_blocking=True)
+            torch.cuda.current_stream().synchronize()
+            rows = host.numpy().copy()
+            most = int(rows[:, 0, _int_columns(spec) - 2].max(initial=0)) if rows.shape[1] else 0
+            if most > cap:  # overflow: the documents found are kept, the stage reruns unfused with room
+                docs = DocLists(dpos.clone(), dsc.clone())
+            else:
+                docs = None
+        if docs is not None:
+            return self.run(texts, qp, docs, spec)
+        return [_unpack(rows[b], spec, nd) for b in range(nq)]
+
+    def _capture_fused(self, index: Any, inputs: list[Any], nd: int, cap: int,
+                       spec: PassageSpec) -> tuple[Any, list[Any], tuple[Any, Any, Any], Any]:
+        torch = self._torch
+        static = [x.clone() for x in inputs]
+
+        def body() -> tuple[Any, Any, Any]:
+            dsc, dpos = index.top(static[0], nd)
+            return self._grid(static[1], dpos, dsc, None, cap, spec), dpos, dsc
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture (workspaces, the slot grids)
+            body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = body()
+        host = torch.empty(outs[0].shape, dtype=outs[0].dtype, pin_memory=True)
+        return graph, static, outs, host
 
     def _capture(self, inputs: list[Any], cap: int, spec: PassageSpec) -> tuple[Any, list[Any], Any]:
         torch = self._torch

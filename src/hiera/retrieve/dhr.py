@@ -90,11 +90,14 @@ class _Serial(BaseRetriever):
         n = max(1, len(batch))
         doc_ms, passage_ms = (t2 - t) * 1000 / n, (time.perf_counter() - t2) * 1000 / n
         out: list[list[Hit] | Found] = []
+        # a device search handed over unrun is run by the passage stage (in its graph): timed there
+        deferred = {"run": "inside the passage stage"} if docs.search is not None else {}
         for r, trace in zip(results, traces, strict=True):
-            trace.append(TraceStep("doc-stage", {"stage": name, "top_docs": top_docs, "documents": r.documents},
-                                   doc_ms))
+            trace.append(TraceStep("doc-stage", {"stage": name, "top_docs": top_docs, "documents": r.documents,
+                                                 **deferred}, doc_ms))
             trace.append(TraceStep("passage-stage", {"lam": lam, "passage_alpha": pa, "candidates": r.candidates,
-                                                     "backend": col.passage_backend, "batched": len(batch)},
+                                                     "backend": col.passage_backend, "batched": len(batch),
+                                                     **({"with": "doc-stage"} if deferred else {})},
                                    passage_ms))
             out.append(self.passage_hits(r.positions, r.scores, r.stages()))
         return out

@@ -76,7 +76,7 @@ from hiera.fusion import Ranked, align, by_max, mix, rrf
 from hiera.index.dense import faiss_search
 from hiera.index.exact import TorchExactIndex
 from hiera.index.masked import bm25_top, torch_top, vector_search
-from hiera.index.passage_stage import DocLists
+from hiera.index.passage_stage import DeviceSearch, DocLists
 from hiera.index.select import docs_from_passages, topk
 from hiera.query import Allowed, Query, QueryBatch
 from hiera.spec import DOC_ALPHA, DOC_STAGES, DocStageSpec
@@ -149,11 +149,10 @@ class DocStage:
             import torch
 
             (vec,) = self.vectors
+            if batch.filter is None:  # run by the passage stage, in its graph on a GPU
+                return DocLists.deferred(DeviceSearch(index, batch.tensor(vec, index.device), k))
             with torch.inference_mode():
-                if batch.filter is None:
-                    scores, ids = index.top(batch.tensor(vec, index.device), k)
-                else:
-                    scores, ids = torch_top(index, batch.tensor(vec, index.device), k, batch.filter, "doc")
+                scores, ids = torch_top(index, batch.tensor(vec, index.device), k, batch.filter, "doc")
             return DocLists(ids, scores)
         found = [self.top(col, q, k) for q in batch]
         return DocLists([f[0] for f in found], [f[1] for f in found])
