@@ -10,7 +10,8 @@
 #    --device cuda`, and `hiera eval` on the GPU against the CPU (both exact);
 # 3. bench.gpu --collection on that build: the default DHR and its dense configuration per stage.
 # JSON and logs go to $OUT (the device tool's folder) or bench/out/gpu-run. Each part has its own time limit, so one
-# that hangs leaves the others measured. GPU_RUN_PARTS (default "search encode collection") picks parts.
+# that hangs leaves the others measured. GPU_RUN_PARTS (default "search encode collection") picks parts,
+# GPU_RUN_ENCODE_ARGS adds to bench.gpu_encode's (default "--variants 60000"; "--skip-build" stops after (c)).
 set -u
 OUT=${OUT:-bench/out/gpu-run}
 mkdir -p "$OUT"
@@ -34,8 +35,9 @@ if [[ " $PARTS " == *" search "* ]]; then
 fi
 if [[ " $PARTS " == *" encode "* ]]; then
   rm -rf "$WORK" && mkdir -p "$WORK"
+  # shellcheck disable=SC2086 # the extra arguments are words
   OUT="$OUT" timeout "${GPU_RUN_ENCODE_S:-300}" python3 -m bench.gpu_encode --distractors 100000 --st-passages 10000 \
-    --questions 100 --variants 60000 --work "$WORK" 2>&1 | tee "$OUT/encode.log" | show
+    --questions 100 --work "$WORK" ${GPU_RUN_ENCODE_ARGS:---variants 60000} 2>&1 | tee "$OUT/encode.log" | show
 fi
 if [[ " $PARTS " == *" collection "* ]] && [ -d "$WORK/coll" ]; then
   rm -f bench/out/gpu.json
