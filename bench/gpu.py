@@ -271,6 +271,47 @@ class Searcher:
             x.cpu()
         return (time.perf_counter() - t) * 1000 / 50
 
+    def graph_profile(self, queries: np.ndarray, top: int = 25) -> dict[str, Any]:
+        """One query's fused DHR on the GPU taken apart: the GPU's own time per replay of its graph (CUDA events
+        around back-to-back replays, no host work between them) against the whole call, and its kernels by total
+        time (``torch.profiler``, 20 calls)."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        q = queries[:1]
+        self.dhr(q, 100)
+        self._sync()
+        graphs = [v for k, v in self.stage._graphs.items() if k[0] == "fused" and k[3][0] == 1]
+        out: dict[str, Any] = {}
+        if graphs:
+            graph = graphs[0][0]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            graph.replay()
+            start.record()
+            for _ in range(50):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            out["gpu ms per replay"] = start.elapsed_time(end) / 50
+        t = time.perf_counter()
+        for _ in range(50):
+            self.dhr(q, 100)
+        self._sync()
+        out["whole call ms"] = (time.perf_counter() - t) * 1000 / 50
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                self.dhr(q, 100)
+            self._sync()
+        kernels: dict[str, list[float]] = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                kernels.setdefault(e.name[:120], []).append(e.time_range.elapsed_us())
+        table = sorted(((sum(v) / 20, len(v) / 20, k) for k, v in kernels.items()), reverse=True)
+        out["kernels per call"] = sum(n for _, n, _ in table)
+        out["kernel us per call"] = sum(t for t, _, _ in table)
+        out["top kernels (us per call, count per call, name)"] = [[round(t, 2), n, k] for t, n, k in table[:top]]
+        return out
+
     def launches(self, queries: np.ndarray, batch: int) -> dict[str, int]:
         """Per batch: CUDA kernels launched, host↔device copies and synchronizations of one DHR call (on a CPU:
         the operators the stage calls, the proxy the tests pin)."""
@@ -304,7 +345,7 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
 
     out: dict[str, Any] = {}
     sizes = [int(x) for x in args.sizes.split(",")]
-    cpu_sizes = {int(x) for x in args.cpu_sizes.split(",")}
+    cpu_sizes = {int(x) for x in args.cpu_sizes.split(",") if x}
     rng = np.random.default_rng(7)
     queries = rng.standard_normal((args.queries, DIM)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
@@ -345,6 +386,18 @@ def search_rows(rep: Report, args: argparse.Namespace, devices: list[str]) -> di
                 r["graphs_equal_eager"] = sum(np.array_equal(a.positions, b.positions) and np.array_equal(a.scores, b.scores)
                                               for a, b in zip(graphed, eager, strict=True))
             r["graph_note"] = s.stage.graph_note or ("CUDA graphs on" if s.stage.graphs else "eager")
+            if device == "cuda" and n in {int(x) for x in args.profile_sizes.split(",") if x}:
+                try:
+                    prof = s.graph_profile(qn)
+                except Exception as e:  # noqa: BLE001 - a lent GPU runs once: the failure is recorded, the rest goes on
+                    prof = {"error": f"{type(e).__name__}: {e}", "whole call ms": float("nan"),
+                            "kernels per call": float("nan"), "kernel us per call": float("nan")}
+                out[f"DHR 1 query taken apart ({n:,} passages)"] = prof
+                rep.add({"measure": f"DHR 1 query: GPU time per graph replay / whole call, ms ({n:,} passages)",
+                         "cuda": f"{prof.get('gpu ms per replay', float('nan')):.3f} / {prof['whole call ms']:.3f}"},
+                        prof, key=f"profile-{n}")
+                rep.add({"measure": f"DHR 1 query: kernels per call, their µs ({n:,} passages)",
+                         "cuda": f"{prof['kernels per call']:.0f}, {prof['kernel us per call']:.0f}"}, key=f"kern-{n}")
             results[device] = r
             if not checked:
                 kept[device] = s.dhr(queries[:20], 100)
@@ -544,6 +597,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000000,5000000,21000000", help="synthetic passages, GPU")
     ap.add_argument("--cpu-sizes", default="1000000", help="the sizes the CPU runs too")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--profile-sizes", default="", help="sizes whose single-query DHR is taken apart (GPU time, kernels)")
     ap.add_argument("--cpu-queries", type=int, default=64, help="queries timed on the CPU (seconds each at 1M)")
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--skip-encode", action="store_true")

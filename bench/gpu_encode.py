@@ -194,19 +194,32 @@ def model_alone(rep: Report, enc: Any, texts: list[str], device: str) -> dict[st
     on_device = [model_inputs({k: torch.from_numpy(v).to(device) for k, v in f.result().items()}) for f in futures]
     model = enc.doc_model
     tokens = sum(int(x["attention_mask"].sum()) for x in on_device)
+    res: dict[str, Any] = {"passages": len(texts), "tokens": tokens, "tokens_per_passage": tokens / max(1, len(texts))}
+    padded = enc._forward(pool)
+    for label, fn in (("sentence-transformers' forward", lambda x: model(x)["sentence_embedding"]),
+                      ("hiera's padded forward", padded)):
+        def forward(fn: Any = fn) -> None:
+            with torch.inference_mode():
+                for x in on_device:
+                    torch.nn.functional.normalize(fn(x).float(), dim=1)
 
-    def forward() -> None:
-        with torch.inference_mode():
-            for x in on_device:
-                torch.nn.functional.normalize(model(x)["sentence_embedding"].float(), dim=1)
-
-    forward()  # warm-up: every shape once
-    _, seconds = _timed(device, forward)
-    res = {"passages": len(texts), "seconds": round(seconds, 3), "passages_per_s": len(texts) / seconds,
-           "tokens": tokens, "tokens_per_passage": tokens / max(1, len(texts))}
-    rep.add({"measure": f"(a1) the model alone, tokenized batches already on the device, {len(texts):,} passages "
-                        f"({res['tokens_per_passage']:.0f} tokens each)",
-             "value": f"{res['passages_per_s']:,.0f} passages/s", "target": "–"}, res, key="a1-model")
+        forward()  # warm-up: every shape once
+        _, seconds = _timed(device, forward)
+        syncs = "–"
+        if device == "cuda":  # does one batch's forward pass make the host wait on the GPU?
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                with torch.inference_mode():
+                    fn(on_device[-1])
+                syncs = "none"
+            except RuntimeError as e:
+                syncs = f"synchronizes: {str(e)[:80]}"
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        res[label] = {"seconds": round(seconds, 3), "passages_per_s": len(texts) / seconds, "host syncs": syncs}
+        rep.add({"measure": f"(a1) the model alone, {label}, batches already on the device, {len(texts):,} passages "
+                            f"({res['tokens_per_passage']:.0f} tokens each); host syncs: {syncs}",
+                 "value": f"{len(texts) / seconds:,.0f} passages/s", "target": "–"}, res[label], key=f"a1-{label}")
     return res
 
 
@@ -215,9 +228,10 @@ def variant_rows(rep: Report, texts: list[str], device: str, base: Any) -> dict[
     from hiera.encode import Encoder, StreamStats
 
     out: dict[str, Any] = {}
-    setups = [("processes, batch 1,024", {}), ("threads, batch 1,024", {"tokenize_kind": "thread"}),
+    setups = [("15 processes, batch 1,024", {}), ("16 processes, batch 1,024", {"tokenize_workers": 16}),
+              ("threads, batch 1,024", {"tokenize_kind": "thread"}),
               ("4 threads, batch 1,024", {"tokenize_kind": "thread", "tokenize_workers": 4}),
-              ("processes, batch 512", {"batch_size": 512}), ("processes, batch 2,048", {"batch_size": 2048})]
+              ("processes, batch 2,048", {"batch_size": 2048})]
     for label, kw in setups:
         enc = Encoder(backend="torch", device=device, use_cache=False,
                       tokenize_kind=kw.get("tokenize_kind", base.tokenize_kind), batch_size=kw.get("batch_size"),

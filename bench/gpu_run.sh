@@ -11,7 +11,8 @@
 # 3. bench.gpu --collection on that build: the default DHR and its dense configuration per stage.
 # JSON and logs go to $OUT (the device tool's folder) or bench/out/gpu-run. Each part has its own time limit, so one
 # that hangs leaves the others measured. GPU_RUN_PARTS (default "search encode collection") picks parts,
-# GPU_RUN_ENCODE_ARGS adds to bench.gpu_encode's (default "--variants 60000"; "--skip-build" stops after (c)).
+# GPU_RUN_SEARCH_ARGS replaces bench.gpu's sizes and query counts, GPU_RUN_ENCODE_ARGS adds to bench.gpu_encode's
+# (default "--variants 60000"; "--skip-build" stops after (c)).
 set -u
 OUT=${OUT:-bench/out/gpu-run}
 mkdir -p "$OUT"
@@ -29,8 +30,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader 2>/dev/
 show() { grep -v "^{" || true; }
 if [[ " $PARTS " == *" search "* ]]; then
   rm -f bench/out/gpu.json
-  timeout "${GPU_RUN_SEARCH_S:-240}" python3 -m bench.gpu --skip-encode --skip-train --sizes 1000000,5000000,21000000 \
-    --cpu-sizes 1000000 --queries 100 --cpu-queries 8 2>&1 | tee "$OUT/search.log" | show
+  # shellcheck disable=SC2086 # the arguments are words
+  timeout "${GPU_RUN_SEARCH_S:-240}" python3 -m bench.gpu --skip-encode --skip-train \
+    ${GPU_RUN_SEARCH_ARGS:---sizes 1000000,5000000,21000000 --cpu-sizes 1000000 --queries 100 --cpu-queries 8 \
+    --profile-sizes 5000000} 2>&1 | tee "$OUT/search.log" | show
   cp bench/out/gpu.json "$OUT/gpu-search.json" 2>/dev/null
 fi
 if [[ " $PARTS " == *" encode "* ]]; then

@@ -207,3 +207,35 @@ def test_cuda_stream_equals_the_cpu_order_and_vectors(enc: Encoder, reference: n
     got = gpu.encode_document(TEXTS)
     assert (got * reference).sum(axis=1).min() >= 0.999
     np.testing.assert_allclose(gpu.encode_query("what erupts?"), enc.encode_query("what erupts?"), atol=1e-5)
+
+
+@pytest.mark.parametrize("additive", [False, True], ids=["sdpa-boolean-mask", "eager-additive-mask"])
+def test_the_padded_forward_gives_sentence_transformers_vectors(enc: Encoder, additive: bool) -> None:
+    """The streaming path's forward pass (a 4-D padding mask, so transformers never asks the GPU whether the batch
+    is padded) returns what the model's own forward returns, on a batch with padding."""
+    from hiera.encode import PaddedForward
+
+    feats = enc.model.preprocess(TEXTS)
+    assert int(feats["attention_mask"].sum()) < feats["attention_mask"].numel()  # padded
+    forward = PaddedForward(enc.model)
+    forward.additive = additive
+    with torch.inference_mode():
+        want = enc.model(dict(feats))["sentence_embedding"]
+        got = forward(dict(feats))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-6)
+
+
+def test_a_build_readies_a_streaming_encoder_beside_its_host_work() -> None:
+    """The streaming path's encoder (float16 here, as on a GPU) is readied on a thread while a build does BM25: its
+    workers started and one batch through; a CPU encoder has nothing to ready."""
+    from hiera.index.build import _warm
+
+    lines: list[str] = []
+    half = Encoder(backend="torch", device="cpu", precision="float16", use_cache=False)
+    future = _warm((half, half), lines.append)
+    assert future is not None
+    future.result(timeout=120)
+    assert half._pool and half.stream_stats.batches == 1 and half.stream_stats.texts == 8
+    assert len(lines) == 1 and lines[0].startswith("encoders ready on cpu in ")
+    plain = Encoder(backend="torch", device="cpu", use_cache=False)
+    assert _warm((plain, plain), lines.append) is None and not plain.stream_stats.batches

@@ -276,6 +276,7 @@ class Encoder:
         self._pool: Any = None  # the streaming path's TokenizerPool, made on first use, kept for the next calls
         self.stream_stats = StreamStats()  # where the streaming path's host time went, over every call
         self._half: Any = None  # the float16 copy documents run through (precision float16)
+        self._padded: PaddedForward | None = None  # the streaming path's forward pass, made on first use
         # A Hugging Face fast tokenizer raises "Already borrowed" when two
         # threads use it at once (the HTTP server's thread pool does); the model
         # already uses every core for one batch, so serializing costs little.
@@ -348,6 +349,26 @@ class Encoder:
                 weakref.finalize(self, self._pool.close)
         return self._pool or None
 
+    def _forward(self, pool: Any) -> PaddedForward | None:
+        """The documents' forward pass on the streaming path: :class:`PaddedForward` for a plain pipeline (the one
+        the tokenizer workers serve), else sentence-transformers' own."""
+        if pool is None:
+            return None
+        if self._padded is None:
+            self._padded = PaddedForward(self.doc_model)
+        return self._padded
+
+    def warmup(self) -> None:
+        """Make the streaming path ready before the first batch: the float16 model, the tokenizer workers started,
+        one small batch through both (kernels loaded, the allocator primed). A build calls it while BM25 runs."""
+        if not self.streams:
+            return
+        pool = self.tokenizer_pool()
+        if pool is not None:
+            for f in [pool.submit(["warm up"]) for _ in range(pool.workers)]:
+                f.result()
+        self._encode(["warm up the encoder"] * min(8, self.batch_size))
+
     def _prefetch(self, pool: Any) -> int:
         return max(PREFETCH, 2 * pool.workers) if pool is not None else PREFETCH
 
@@ -395,7 +416,7 @@ class Encoder:
             if self.streams and not query:
                 pool = self.tokenizer_pool()
                 return stream_encode(self.doc_model, texts, prompt, self.batch_size, self.device,
-                                     self._prefetch(pool), pool, self.stream_stats)
+                                     self._prefetch(pool), pool, self.stream_stats, self._forward(pool))
             vecs = getattr(self.model, method)(
                 list(texts),
                 prompt=prompt,
@@ -468,7 +489,8 @@ class Encoder:
             with self._lock:
                 pool = self.tokenizer_pool()
                 for idx, vecs in stream_batches(self.doc_model, uniq, self.document_prompt, self.batch_size,
-                                                self.device, self._prefetch(pool), pool, self.stream_stats):
+                                                self.device, self._prefetch(pool), pool, self.stream_stats,
+                                                self._forward(pool)):
                     out[first[idx]] = vecs  # one numpy assignment a batch: this thread feeds the GPU
                     writer.add([hashes[i] for i in idx], vecs)
                     bar.update(len(idx))
@@ -533,6 +555,44 @@ def model_inputs(feats: dict[str, Any]) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": mask.long(), "token_type_ids": types}
 
 
+class PaddedForward:
+    """A plain pipeline's forward pass (transformer, then its own pooling and normalization modules) with the padding
+    mask handed to the transformer already four-dimensional.
+
+    Given a 2-D mask, transformers asks whether it holds any padding
+    (``mask.all()``) to skip it when it does not: a host synchronization on
+    every batch, which keeps the host from queueing the next batch while the
+    GPU runs this one (and, while it waits, holds the GIL the tokenizer
+    threads and the worker pool's result thread need). A 4-D mask is used as
+    given. Pooling and normalization are sentence-transformers' own modules,
+    reading the 2-D mask, so the vectors are what ``st(features)`` returns.
+    """
+
+    def __init__(self, st: Any) -> None:
+        import torch
+
+        first = st[0]
+        self.model = getattr(first, "auto_model", None) or first.model
+        self.rest = list(st)[1:]
+        self.additive = getattr(self.model.config, "_attn_implementation", "sdpa") != "sdpa"
+        self.dtype = next(self.model.parameters()).dtype
+        self._torch = torch
+
+    def __call__(self, feats: dict[str, Any]) -> Any:
+        torch = self._torch
+        mask = feats["attention_mask"]
+        keep = mask.bool()[:, None, None, :]  # (batch, 1, 1, keys): every query row attends to the real tokens
+        if self.additive:  # eager attention adds its mask to the scores
+            keep = torch.zeros(keep.shape, dtype=self.dtype, device=mask.device).masked_fill_(
+                ~keep, torch.finfo(self.dtype).min)
+        args = {k: feats[k] for k in ("input_ids", "token_type_ids") if k in feats}
+        out = self.model(**args, attention_mask=keep, return_dict=True)
+        features = {**feats, "token_embeddings": out[0]}
+        for module in self.rest:
+            features = module(features)
+        return features["sentence_embedding"]
+
+
 class _Host:
     """Where a model on the CPU runs: tensors stay put, and a batch's vectors are ready when the forward pass returns."""
 
@@ -563,19 +623,42 @@ class _Cuda(_Host):
     fired, so neither ``.cpu()`` nor ``.numpy()`` ever blocks the launches.
     """
 
+    STAGING = 8  # pinned staging slots: the host runs at most this many batches' copies ahead of the GPU
+
     def __init__(self, device: str) -> None:
         import torch
 
         super().__init__(device)
         self.copies = torch.cuda.Stream(device=device)
+        # each slot: (its pinned buffers by name, the event after its copies were queued)
+        self._slots: list[tuple[dict[str, Any], Any]] = [({}, None) for _ in range(self.STAGING)]
+        self._next = 0
 
     def to_device(self, feats: dict[str, Any]) -> dict[str, Any]:
+        """Arrays copied into pinned buffers made once (a ring of :data:`STAGING` slots) and queued to the device;
+        a slot is reused once its copies have run, so pinned memory is never allocated per batch."""
         import torch
 
+        bufs, queued = self._slots[self._next]
+        if queued is not None:
+            queued.synchronize()
         out = {}
         for k, v in feats.items():
-            t = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
-            out[k] = t.pin_memory().to(self.device, non_blocking=True) if hasattr(t, "pin_memory") else t
+            if not isinstance(v, np.ndarray):
+                out[k] = v.to(self.device, non_blocking=True) if hasattr(v, "to") else v
+                continue
+            buf = bufs.get(k)
+            if buf is None or buf.numel() < v.nbytes:
+                buf = bufs[k] = torch.empty(max(v.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
+            view = buf[: v.nbytes].view(torch.from_numpy(v[:0]).dtype if v.size else torch.uint8)
+            host = view.numpy().reshape(v.shape) if v.size else v
+            np.copyto(host, v)
+            out[k] = torch.from_numpy(host).to(self.device, non_blocking=True) if v.size else \
+                torch.from_numpy(v).to(self.device)
+        done = torch.cuda.Event()
+        done.record()
+        self._slots[self._next] = (bufs, done)
+        self._next = (self._next + 1) % self.STAGING
         return model_inputs(out)
 
     def start_copy(self, emb: Any) -> Any:
@@ -650,7 +733,7 @@ def _tokenized(submit: Any, batches: list[list[str]], prefetch: int) -> Iterator
 
 def stream_batches(
     st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
-    tokenizers: Any = None, stats: StreamStats | None = None,
+    tokenizers: Any = None, stats: StreamStats | None = None, forward: Any = None,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """``(positions in texts, their L2-normalized float32 vectors)`` batch by batch, longest texts first.
 
@@ -666,6 +749,8 @@ def stream_batches(
     on a CPU the same code runs, which is how the tests cover it. A failing
     batch raises one :class:`EncodeError`; batches after it are never handed out.
     ``stats``: where the host's time went is added to it (:class:`StreamStats`).
+    ``forward``: token tensors → sentence embeddings (default: ``st(features)``'s; :class:`PaddedForward` for a
+    plain pipeline, which needs no host synchronization).
     """
     import time
 
@@ -709,7 +794,7 @@ def stream_batches(
                 try:
                     inputs = side.to_device(feats)
                     t2 = clock()
-                    emb = st(inputs)["sentence_embedding"]
+                    emb = forward(inputs) if forward is not None else st(inputs)["sentence_embedding"]
                     emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
                 except Exception as e:  # noqa: BLE001 - named with its batch, as a tokenizer's failure is
                     raise EncodeError(f"encoding batch {b + 1} of {len(batches)} failed: {type(e).__name__}: {e}") from e
@@ -740,11 +825,11 @@ def stream_batches(
 
 def stream_encode(
     st: Any, texts: Sequence[str], prompt: str, batch_size: int, device: str, prefetch: int = PREFETCH,
-    tokenizers: Any = None, stats: StreamStats | None = None,
+    tokenizers: Any = None, stats: StreamStats | None = None, forward: Any = None,
 ) -> np.ndarray:
     """``texts`` → L2-normalized float32 vectors in input order (:func:`stream_batches`, gathered)."""
     out: np.ndarray | None = None
-    for idx, vecs in stream_batches(st, texts, prompt, batch_size, device, prefetch, tokenizers, stats):
+    for idx, vecs in stream_batches(st, texts, prompt, batch_size, device, prefetch, tokenizers, stats, forward):
         if out is None:
             out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
         out[idx] = vecs

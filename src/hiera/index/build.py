@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -301,6 +302,8 @@ def _build_into(
     passage_texts = corpus.passage_texts
     log(f"layout: {len(docs)} documents, {len(prow)} passages ({time.perf_counter() - t0:.1f}s)")
     manifest = new_manifest(store, corpus, opts, previous, previous_dir)
+    encoders = opts.encoders() if opts.dense else None
+    ready = _warm(encoders, log) if encoders is not None else None  # on a GPU, beside BM25
 
     if opts.bm25:
         t = time.perf_counter()
@@ -317,7 +320,10 @@ def _build_into(
     if opts.dense:
         t = time.perf_counter()
         (out / "dense").mkdir()
-        p_enc, d_enc = opts.encoders()
+        assert encoders is not None
+        p_enc, d_enc = encoders
+        if ready is not None:
+            ready.result()  # a failed warm-up is this build's error
         with _step(log, "encode passages", len(prow), "passages"):
             pvecs = _vectors(
                 p_enc, passage_texts, prow, previous_dir, previous, "passage", opts.progress, "encode passages"
@@ -352,6 +358,28 @@ def _build_into(
         log(f"names: {manifest.names['rows']} names of {len(docs)} documents in {time.perf_counter() - t:.1f}s")
     manifest.write(out)
     return manifest
+
+
+def _warm(encoders: tuple[Encoder, Encoder], log: Callable[[str], None]) -> Future | None:
+    """Streaming (GPU) encoders made ready while the build does its host work: their tokenizer workers are started
+    here, before any other thread exists (they are forked), and the model's first batch runs on a thread beside
+    BM25; None when no encoder streams. The encode step then times encoding, and the log says what readying took."""
+    streaming = [e for e in dict.fromkeys(encoders) if e.streams]
+    if not streaming:
+        return None
+    for e in streaming:
+        e.tokenizer_pool()
+    t = time.perf_counter()
+
+    def warm() -> None:
+        for e in streaming:
+            e.warmup()
+        log(f"encoders ready on {streaming[0].device} in {time.perf_counter() - t:.1f}s (beside bm25)")
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="hiera-warm")
+    future = pool.submit(warm)
+    pool.shutdown(wait=False)
+    return future
 
 
 @contextmanager
