@@ -281,7 +281,7 @@ class Searcher:
         q = queries[:1]
         self.dhr(q, 100)
         self._sync()
-        graphs = [v for k, v in self.stage._graphs.items() if k[0] == "fused" and k[3][0] == 1]
+        graphs = [v for k, v in self.stage._graphs.items() if k[0] == "fused" and k[2][0] == 1]
         out: dict[str, Any] = {}
         if graphs:
             graph = graphs[0][0]

@@ -12,7 +12,7 @@ Everything it reads is in the GPU kit (``../shared/gpu/pack.py --faiss --data`` 
    sentences (:func:`bench.distractors.kit_sources`; never a sentence of a SQuAD dev article), ingested
    into a fresh collection (every copy kept, as the benchmarks keep them).
 2. **(a0) tokenizing alone** on the host's cores (up to 50,000 of the passages, batches of 1,024): one
-   worker process against as many as the encoder uses there (every core but one on a GPU).
+   worker process against as many as the encoder uses there (one per core on a GPU).
    **(a) hiera's encoder**, passages/s end to end (tokenization included) over every passage of that
    collection, titled as a build encodes them: ``Encoder._encode`` (no cache) and ``encode_document``
    into an empty embedding cache (what a build calls: hashing, cache look-ups, cache writes).

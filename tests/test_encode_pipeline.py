@@ -91,6 +91,13 @@ def test_fast_tokenizer_pads_as_sentence_transformers_does(enc: Encoder, fast: F
             for k, v in widened.items():
                 assert v.dtype == torch.int64
                 np.testing.assert_array_equal(v.numpy(), theirs[k].numpy(), err_msg=f"packed {k}")
+            # the GPU's widths: rounded up to a multiple of 16, the extra columns padding
+            wide = model_inputs({k: torch.from_numpy(v) for k, v in tok.packed(batch, 16).items()})
+            width = theirs["input_ids"].shape[1]
+            assert wide["input_ids"].shape[1] == min(-(-width // 16) * 16, max(width, tok.max_seq_length))
+            for k, v in wide.items():
+                np.testing.assert_array_equal(v[:, :width].numpy(), theirs[k].numpy(), err_msg=f"wide {k}")
+            assert not wide["attention_mask"][:, width:].any()
 
 
 @pytest.mark.parametrize("kind", ["thread", "process"])

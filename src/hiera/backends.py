@@ -344,14 +344,21 @@ class FastTokenizer:
                                       count=int(lengths.sum()))
         return {"input_ids": input_ids, "attention_mask": mask.astype(np.int64), "token_type_ids": types}
 
-    def packed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def packed(self, texts: Sequence[str], multiple: int = 1) -> dict[str, np.ndarray]:
         """The same batch in the fewest bytes: ``ids`` int32 (padded with the pad id), ``lengths`` int32 and, for a
         model whose type ids are not all 0, ``types`` int8. :func:`hiera.encode.model_inputs` widens them on the
-        device: a worker process hands back a sixth of :meth:`__call__`'s bytes, and the host copies that much in."""
+        device: a worker process hands back a sixth of :meth:`__call__`'s bytes, and the host copies that much in.
+
+        ``multiple``: the padded width rounded up to a multiple of it (never past the longer of the longest text
+        and the model's maximum): a GPU then sees a few shapes instead of one per batch, and each new shape costs
+        its kernels' first loading. Padding is masked, so the vectors are the same.
+        """
         enc = self.tokenizer.encode_batch_fast(list(texts))
         ids = [e.ids for e in enc]
         lengths = np.fromiter(map(len, ids), dtype=np.int32, count=len(ids))
         width = int(lengths.max()) if len(ids) else 0
+        if multiple > 1 and width:
+            width = min(-(-width // multiple) * multiple, max(width, self.max_seq_length))
         mask = np.arange(width)[None, :] < lengths[:, None]
         out = np.full((len(ids), width), self.pad_id, dtype=np.int32)
         out[mask] = np.fromiter(chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
@@ -363,9 +370,9 @@ class FastTokenizer:
             packed["types"] = types
         return packed
 
-    def packing(self) -> PackingTokenizer:
+    def packing(self, multiple: int = 1) -> PackingTokenizer:
         """This tokenizer called as :meth:`packed` (what the streaming encoder's workers run)."""
-        return PackingTokenizer(self)
+        return PackingTokenizer(self, multiple)
 
     def copy(self) -> FastTokenizer:
         """An independent tokenizer: one object called from two threads at once raises "Already borrowed"."""
@@ -388,14 +395,14 @@ class FastTokenizer:
 class PackingTokenizer:
     """A :class:`FastTokenizer` whose call returns :meth:`FastTokenizer.packed` (a worker's tokenizer, copyable)."""
 
-    def __init__(self, fast: FastTokenizer) -> None:
-        self.fast = fast
+    def __init__(self, fast: FastTokenizer, multiple: int = 1) -> None:
+        self.fast, self.multiple = fast, multiple
 
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.fast.packed(texts)
+        return self.fast.packed(texts, self.multiple)
 
     def copy(self) -> PackingTokenizer:
-        return PackingTokenizer(self.fast.copy())
+        return PackingTokenizer(self.fast.copy(), self.multiple)
 
 
 def _zero_type_ids(tok: Any) -> bool:
