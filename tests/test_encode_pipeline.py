@@ -43,7 +43,7 @@ TEXTS = [
 class FailingTokenizer:
     """A real tokenizer that fails on one marked text: a worker that raises (picklable, for worker processes)."""
 
-    def __init__(self, inner: FastTokenizer, marker: str) -> None:
+    def __init__(self, inner: Any, marker: str) -> None:
         self.inner, self.marker = inner, marker
 
     def copy(self) -> FailingTokenizer:
@@ -122,6 +122,25 @@ def test_workers_hand_batches_back_in_order(enc: Encoder, fast: FastTokenizer, r
     assert lengths == sorted(lengths, reverse=True)  # longest first: little padding
 
 
+def test_packed_batches_are_re_cut_by_token_count(enc: Encoder, fast: FastTokenizer, reference: np.ndarray) -> None:
+    """Packed batches (as the GPU's workers hand them back) are re-cut together by token count: the same sizes,
+    every vector in its text's row, the most tokens first, and less padding than the character-length batches."""
+    stats = {}
+    for label, tok in (("chars", fast), ("tokens", fast.packing())):
+        with TokenizerPool(tok, 2) as pool:
+            stats[label] = StreamStats()
+            seen: list[int] = []
+            sizes = []
+            for idx, vecs in stream_batches(enc.model, TEXTS, "", 3, "cpu", 4, pool, stats[label]):
+                seen += idx
+                sizes.append(len(idx))
+                np.testing.assert_allclose(vecs, reference[idx], atol=2e-6)
+        assert sorted(seen) == list(range(len(TEXTS))) and sizes == [3, 3, 3, 1]
+    tokens = [len(fast.tokenizer.encode(TEXTS[i]).ids) for i in seen]
+    assert tokens == sorted(tokens, reverse=True)
+    assert stats["tokens"].tokens == stats["chars"].tokens and stats["tokens"].slots < stats["chars"].slots
+
+
 def test_empty_input_encodes_nothing(enc: Encoder, fast: FastTokenizer) -> None:
     with TokenizerPool(fast, 2) as pool:
         assert list(stream_batches(enc.model, [], "", 4, "cpu", 2, pool)) == []
@@ -141,30 +160,40 @@ def test_a_worker_that_raises_is_one_clear_error(enc: Encoder, fast: FastTokeniz
         assert stream_encode(enc.model, ok, "", 3, "cpu", tokenizers=pool).shape == (len(ok), enc.dim)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["one-by-one", "regrouped-in-twos"])
 def test_a_failing_batch_caches_only_whole_landed_vectors(tmp_path: Path, fast: FastTokenizer, reference: np.ndarray,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU path of encode_document (float16 here): an error mid-way leaves the landed vectors, and only those."""
+                                                          monkeypatch: pytest.MonkeyPatch, packed: bool) -> None:
+    """The GPU path of encode_document (float16 here): an error mid-way leaves the landed vectors, and only those.
+    Packed batches are re-cut two at a time here: the failing fourth batch takes the third down with it."""
     monkeypatch.setattr(encode_mod, "CACHE_CHUNK", 2)
+    monkeypatch.setattr(encode_mod, "REGROUP", 2)
     half = Encoder(backend="torch", device="cpu", precision="float16", batch_size=2, cache_dir=tmp_path)
     texts = TEXTS[:7] + TEXTS[8:]  # distinct texts
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     marker = texts[order[6]]  # the fourth batch of two fails
-    half._pool = TokenizerPool(FailingTokenizer(fast, marker), 2)  # type: ignore[arg-type]
+    inner = fast.packing() if packed else fast
+    half._pool = TokenizerPool(FailingTokenizer(inner, marker), 2)  # type: ignore[arg-type]
     with pytest.raises(EncodeError, match="tokenizing batch 4 of 5 failed"):
         half.encode_document(texts)
     assert half.cache is not None
     stored = half.cache.get_many([text_hash(t) for t in texts])
-    landed = {text_hash(texts[i]) for i in order[:6]}
-    assert set(stored) == landed  # the three batches before the failure, nothing after
+    landed = {text_hash(texts[i]) for i in order[: 4 if packed else 6]}
+    assert set(stored) == landed  # the batches (windows) before the failure, nothing after
     half._pool.close()
     half._pool = None
     clean = Encoder(backend="torch", device="cpu", precision="float16", batch_size=2, use_cache=False)
     full = clean.encode_document(texts)
     for i, t in enumerate(texts):
-        if text_hash(t) in stored:
-            np.testing.assert_array_equal(stored[text_hash(t)], full[i])  # whole vectors, the real ones
+        if text_hash(t) in stored:  # whole vectors, the real ones (float16: exact where batched alike)
+            if packed:
+                np.testing.assert_array_equal(stored[text_hash(t)], full[i])
+            else:
+                assert float(stored[text_hash(t)] @ full[i]) >= 0.9999
     again = half.encode_document(texts)  # the rerun encodes the rest and serves the landed ones
-    np.testing.assert_allclose(again, full, atol=1e-6)
+    if packed:
+        np.testing.assert_allclose(again, full, atol=1e-6)
+    else:
+        assert (again * full).sum(axis=1).min() >= 0.9999
     assert len(half.cache) == len(texts)
     ref = reference[[TEXTS.index(t) for t in texts]]
     assert (again * ref).sum(axis=1).min() >= 0.9999  # float16 vectors: torch float32's within cosine 0.9999
