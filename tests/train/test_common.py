@@ -46,6 +46,9 @@ def test_run_key_follows_the_recipe_and_the_data_not_the_budget():
     base = run_key(a, "data")
     assert run_key(a | {"max_minutes": 5.0, "progress": True, "max_steps": 99, "epochs": 3.0}, "data") == base
     assert run_key(a | {"learning_rate": 1e-5}, "data") != base
+    # a field added later and left unset keeps older runs' keys (their checkpoints resume); once set, it counts
+    assert run_key(a | {"init": None}, "data") == base
+    assert run_key(a | {"init": "readers/first"}, "data") != base
     assert run_key(a, "other data") != base
     pairs = [("q", "doc a"), ("q", "doc b")]
     assert pairs_digest(pairs, [1.0, 0.0]) != pairs_digest(pairs, [0.0, 1.0])

@@ -85,8 +85,12 @@ RUN_KEY_FILE = "run-key.json"
 
 
 def run_key(args: dict[str, Any], *data: Any) -> str:
-    """A digest of a run's arguments (less :data:`RESUMABLE_FIELDS`) and of what it trains on."""
-    kept = {k: v for k, v in args.items() if k not in RESUMABLE_FIELDS}
+    """A digest of a run's arguments (less :data:`RESUMABLE_FIELDS`) and of what it trains on.
+
+    An argument left unset (None) is not part of the key: a field added to the arguments later, unset by default,
+    leaves the keys of runs made before it unchanged, so their checkpoints are resumed instead of removed.
+    """
+    kept = {k: v for k, v in args.items() if k not in RESUMABLE_FIELDS and v is not None}
     return digest([json.dumps(kept, sort_keys=True, default=str),
                    *("\x00" + json.dumps(part, sort_keys=True, default=str) for part in data)])
 
