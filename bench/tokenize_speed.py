@@ -6,7 +6,8 @@ Passages: every passage of the SQuAD files (train 44 articles, both dev
 halves) and the HotpotQA paragraph pool of ``../shared/data``, split as a
 build splits them and titled as the passage encoder reads them (about 14,000
 texts). Each row tokenizes all of them in batches of ``--batch`` through
-:class:`hiera.backends.TokenizerPool` (the tokenizer's own batch
+:class:`hiera.backends.TokenizerPool` into the packed form the encoder's workers hand back
+(:meth:`hiera.backends.FastTokenizer.packed`; the tokenizer's own batch
 parallelism off, ``TOKENIZERS_PARALLELISM=false``: one worker is one core),
 batches handed back in order; the best of ``--rounds`` rounds, pool start-up
 excluded. Beside them, the two ways a batch was tokenized before the pool:
@@ -86,7 +87,8 @@ def measure(texts: list[str], workers: int, batch: int, rounds: int) -> dict[str
 
     setups = (("1 worker (thread)", 1, "thread"), (f"{workers} workers (threads)", workers, "thread"),
               (f"{workers} workers (processes)", workers, "process"))
-    pools = {label: TokenizerPool(fast, n, kind) for label, n, kind in setups}
+    # as the streaming encoder's workers tokenize: packed int32 ids and lengths
+    pools = {label: TokenizerPool(fast.packing(), n, kind) for label, n, kind in setups}
     try:
         for (_, n, _), pool in zip(setups, pools.values(), strict=True):
             _through(pool, batches[:n], n)  # start-up and a first batch per worker, not timed
