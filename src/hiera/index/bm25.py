@@ -136,7 +136,10 @@ class Bm25Index:
         the whole corpus (a million floats) per query. This walks each query
         term's posting list (sorted by position) and binary-searches the
         candidates in it, adding the terms in query order as bm25s does, so the
-        float sums are the same.
+        float sums are the same. Where the positions are strictly increasing (a
+        filter's allowed rows) and a term's posting list is the shorter side,
+        the posting list is searched in the positions instead: a rare term
+        costs its own length, not the candidates'.
         """
         pos = np.asarray(positions, dtype=np.int64)
         out = np.zeros(len(pos), dtype=np.float32)
@@ -144,11 +147,17 @@ class Bm25Index:
         if not ids or len(pos) == 0:
             return out
         data, indices, indptr = (self.retriever.scores[k] for k in ("data", "indices", "indptr"))
+        ordered = len(pos) > 64 and bool((pos[1:] > pos[:-1]).all())
         for t in ids:
             a, b = int(indptr[t]), int(indptr[t + 1])
             if a == b:
                 continue
             posting = indices[a:b]
+            if ordered and (b - a) * np.log2(len(pos) + 1) < len(pos) * np.log2(b - a + 1):
+                j = np.minimum(np.searchsorted(pos, posting), len(pos) - 1)
+                hit = pos[j] == posting
+                out[j[hit]] += np.asarray(data[a:b][hit], dtype=np.float32)
+                continue
             j = np.minimum(np.searchsorted(posting, pos), b - a - 1)
             hit = posting[j] == pos
             out[hit] += np.asarray(data[a:b][j[hit]], dtype=np.float32)
@@ -157,6 +166,44 @@ class Bm25Index:
             out += np.float32(extra[np.asarray(ids)].sum())
         return out
 
+    def rows(self, positions: np.ndarray) -> Bm25Rows:
+        """This index restricted to the texts at ``positions`` (increasing, no repeats): a filter's allowed rows.
+
+        Made once per filter (one pass over the posting lists), it then scores
+        a query over those rows in the time their share of the postings takes,
+        where :meth:`scores_at` binary-searches every term's whole posting list.
+        """
+        pos = np.asarray(positions, dtype=np.int64)
+        data, indices, indptr = (self.retriever.scores[k] for k in ("data", "indices", "indptr"))
+        local = np.full(self.size, -1, dtype=np.int64)
+        local[pos] = np.arange(len(pos))
+        kept = np.flatnonzero(local[indices] >= 0)  # entries of the postings that fall on an allowed row
+        return Bm25Rows(self, np.asarray(data[kept], dtype=np.float32), local[np.asarray(indices)[kept]],
+                        np.searchsorted(kept, np.asarray(indptr)), len(pos))
+
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (positions, scores), best first; only texts with a positive score."""
         return topk(self.scores(query), k, positive_only=True)
+
+
+class Bm25Rows:
+    """A :class:`Bm25Index` restricted to some of its rows (:meth:`Bm25Index.rows`): each term's postings on those
+    rows only, numbered by their place among them."""
+
+    def __init__(self, index: Bm25Index, data: np.ndarray, rows: np.ndarray, indptr: np.ndarray, n: int) -> None:
+        self.index, self.data, self.rows_of, self.indptr, self.n = index, data, rows, indptr, n
+
+    def scores(self, query: str) -> np.ndarray:
+        """``index.scores_at(query, positions)``, bit for bit: the terms added in query order, as there."""
+        out = np.zeros(self.n, dtype=np.float32)
+        ids = self.index.retriever.get_tokens_ids(self.index.analyzer(query))
+        if not ids or self.n == 0:
+            return out
+        for t in ids:
+            a, b = int(self.indptr[t]), int(self.indptr[t + 1])
+            if a < b:
+                out[self.rows_of[a:b]] += self.data[a:b]
+        extra = getattr(self.index.retriever, "nonoccurrence_array", None)
+        if extra is not None:
+            out += np.float32(extra[np.asarray(ids)].sum())
+        return out

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from hiera.index.bm25 import Bm25Index
 from hiera.index.exact import TorchExactIndex, best_first
 from hiera.index.select import topk
 from hiera.query import Allowed
@@ -68,7 +69,12 @@ def bm25_top(index: Any, query: str, k: int, allowed: Allowed, level: str) -> tu
     """The top ``k`` allowed rows of a BM25 index: ``(positions, scores)``, best first, positive scores only."""
     positions = allowed.positions(level)
     if bm25_strategy(index.size, allowed, level) == "score-allowed-rows":
-        idx, vals = topk(index.scores_at(query, positions), k, positive_only=True)
+        if isinstance(index, Bm25Index):  # the index restricted to the allowed rows, made once per filter
+            rows = allowed._derive(("bm25-rows", level, id(index)), lambda: index.rows(positions))
+            scores = rows.scores(query)
+        else:  # a segmented or sharded index: its scores at the allowed rows
+            scores = index.scores_at(query, positions)
+        idx, vals = topk(scores, k, positive_only=True)
         return positions[idx], vals
     scores = index.scores(query)
     # the positive scores first (a query matches a sliver), then the mask on them: the same list as masking
