@@ -63,12 +63,12 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_BACKEND = "auto"  # hiera.backends.AUTO_ORDER: onnx-int8, else onnx, else openvino, else torch
 _ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2", "default"}
 CPU_BATCH = 32
-# Texts per forward pass on a GPU. Issue 32 measured MiniLM's float16 forward pass on an H100 at 57,000
-# passages/s in batches of 256 and 82,000 in batches of 1,024 (128-token passages, SDPA attention).
+# Texts per forward pass on a GPU. MiniLM's float16 forward pass ran on an H100 at 57,000 passages/s in batches of
+# 256 and 82,000 in batches of 1,024 (128-token passages, SDPA attention).
 CUDA_BATCH = 1024
 # On a GPU a batch's padded width is rounded up to a multiple of this: a few shapes instead of one per batch. Each
-# new shape loads its kernels on first use: an H100 encoded a collection's first pass over 112 widths at 13,700
-# passages/s and the same widths again at 29,800.
+# new shape loads its kernels on first use: an H100 encoded a first pass over 114,083 passages (112 widths) at 13,700
+# passages/s, and 60,000 of them again, every width seen, at 29,800; with widths rounded, the first pass ran 26,900.
 WIDTH_MULTIPLE = 16
 # Tokenized batches re-cut together by token length before the model reads them (stream_batches): on 114,083 real
 # passages in batches of 1,024, the real tokens went from 0.65 of the padded slots (by character length) to 0.90.
