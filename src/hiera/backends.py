@@ -329,19 +329,13 @@ class FastTokenizer:
         three times (ids, mask, types); here only the ids cross into Python,
         once, and the rest is numpy: a third of the time a batch holds the GIL,
         which is what lets :class:`TokenizerPool` threads scale. Offsets are
-        never computed (``encode_batch_fast``): nothing reads them.
+        never computed (``encode_batch_fast``): nothing reads them. It is
+        :meth:`packed`'s batch widened to int64 in numpy.
         """
-        enc = self.tokenizer.encode_batch_fast(list(texts))
-        ids = [e.ids for e in enc]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        width = int(lengths.max()) if len(ids) else 0
-        mask = np.arange(width)[None, :] < lengths[:, None]
-        input_ids = np.full((len(ids), width), self.pad_id, dtype=np.int64)
-        input_ids[mask] = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-        types = np.zeros_like(input_ids)
-        if not self.zero_types:
-            types[mask] = np.fromiter(chain.from_iterable(e.type_ids for e in enc), dtype=np.int64,
-                                      count=int(lengths.sum()))
+        packed = self.packed(texts)
+        input_ids = packed["ids"].astype(np.int64)
+        mask = np.arange(input_ids.shape[1])[None, :] < packed["lengths"][:, None]
+        types = packed["types"].astype(np.int64) if "types" in packed else np.zeros_like(input_ids)
         return {"input_ids": input_ids, "attention_mask": mask.astype(np.int64), "token_type_ids": types}
 
     def packed(self, texts: Sequence[str], multiple: int = 1) -> dict[str, np.ndarray]:
@@ -356,9 +350,7 @@ class FastTokenizer:
         enc = self.tokenizer.encode_batch_fast(list(texts))
         ids = [e.ids for e in enc]
         lengths = np.fromiter(map(len, ids), dtype=np.int32, count=len(ids))
-        width = int(lengths.max()) if len(ids) else 0
-        if multiple > 1 and width:
-            width = min(-(-width // multiple) * multiple, max(width, self.max_seq_length))
+        width = rounded_width(int(lengths.max()) if len(ids) else 0, multiple, self.max_seq_length)
         mask = np.arange(width)[None, :] < lengths[:, None]
         out = np.full((len(ids), width), self.pad_id, dtype=np.int32)
         out[mask] = np.fromiter(chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
@@ -390,6 +382,14 @@ class FastTokenizer:
 
         self.__init__(Tokenizer.from_str(state["json"]), state["max_seq_length"], state["dim"], state["pad_id"],
                       state["zero_types"])
+
+
+def rounded_width(width: int, multiple: int, most: int) -> int:
+    """A batch's padded ``width`` rounded up to a multiple of ``multiple``, never past the larger of ``width`` and
+    ``most`` (the model's maximum, or the widest row there is)."""
+    if multiple <= 1 or not width:
+        return width
+    return min(-(-width // multiple) * multiple, max(width, most))
 
 
 class PackingTokenizer:

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from hiera.backends import BACKENDS, check_backend, require
+from hiera.backends import BACKENDS, check_backend, require, rounded_width
 from hiera.errors import BadInputError, HieraError
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers, resolve_device
 
@@ -789,9 +789,7 @@ def _regrouped(stream: Iterator[dict[str, Any]], batches: list[list[int]], windo
         for size in sizes:
             rows = order[start : start + size]
             start += size
-            w = int(lengths[rows].max()) if size else 0
-            if multiple > 1 and w:
-                w = min(-(-w // multiple) * multiple, width)
+            w = rounded_width(int(lengths[rows].max()) if size else 0, multiple, width)
             part = {k: np.ascontiguousarray(merged[k][rows, :w]) for k in keys}
             part["lengths"] = lengths[rows]
             yield positions[rows].tolist(), part
