@@ -121,9 +121,21 @@ class Bm25Index:
             out.append(int(indptr[i + 1] - indptr[i]) if i is not None and i + 1 < len(indptr) else 0)
         return out
 
+    def term_ids(self, query: str) -> list[int]:
+        """The index's ids of ``query``'s analyzed terms, in query order (unknown terms left out)."""
+        return self.retriever.get_tokens_ids(self.analyzer(query))
+
+    def _nonoccurrence(self, out: np.ndarray, ids: list[int]) -> np.ndarray:
+        """``out`` plus the non-occurrence score of the query's terms that BM25L / BM25+ give every text (after the
+        terms' own scores, as bm25s adds it)."""
+        extra = getattr(self.retriever, "nonoccurrence_array", None)
+        if extra is not None:
+            out += np.float32(extra[np.asarray(ids)].sum())
+        return out
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every indexed text for ``query`` (zeros if no term is known)."""
-        ids = self.retriever.get_tokens_ids(self.analyzer(query))
+        ids = self.term_ids(query)
         if not ids:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float32)
@@ -143,7 +155,7 @@ class Bm25Index:
         """
         pos = np.asarray(positions, dtype=np.int64)
         out = np.zeros(len(pos), dtype=np.float32)
-        ids = self.retriever.get_tokens_ids(self.analyzer(query))
+        ids = self.term_ids(query)
         if not ids or len(pos) == 0:
             return out
         data, indices, indptr = (self.retriever.scores[k] for k in ("data", "indices", "indptr"))
@@ -161,10 +173,7 @@ class Bm25Index:
             j = np.minimum(np.searchsorted(posting, pos), b - a - 1)
             hit = posting[j] == pos
             out[hit] += np.asarray(data[a:b][j[hit]], dtype=np.float32)
-        extra = getattr(self.retriever, "nonoccurrence_array", None)
-        if extra is not None:  # BM25L / BM25+: every text gets the non-occurrence score of the query's terms
-            out += np.float32(extra[np.asarray(ids)].sum())
-        return out
+        return self._nonoccurrence(out, ids)
 
     def rows(self, positions: np.ndarray) -> Bm25Rows:
         """This index restricted to the texts at ``positions`` (increasing, no repeats): a filter's allowed rows.
@@ -175,9 +184,11 @@ class Bm25Index:
         """
         pos = np.asarray(positions, dtype=np.int64)
         data, indices, indptr = (self.retriever.scores[k] for k in ("data", "indices", "indptr"))
+        allowed = np.zeros(self.size, dtype=bool)
+        allowed[pos] = True
+        kept = np.flatnonzero(allowed[indices])  # entries of the postings that fall on an allowed row
         local = np.full(self.size, -1, dtype=np.int64)
         local[pos] = np.arange(len(pos))
-        kept = np.flatnonzero(local[indices] >= 0)  # entries of the postings that fall on an allowed row
         return Bm25Rows(self, np.asarray(data[kept], dtype=np.float32), local[np.asarray(indices)[kept]],
                         np.searchsorted(kept, np.asarray(indptr)), len(pos))
 
@@ -196,14 +207,11 @@ class Bm25Rows:
     def scores(self, query: str) -> np.ndarray:
         """``index.scores_at(query, positions)``, bit for bit: the terms added in query order, as there."""
         out = np.zeros(self.n, dtype=np.float32)
-        ids = self.index.retriever.get_tokens_ids(self.index.analyzer(query))
+        ids = self.index.term_ids(query)
         if not ids or self.n == 0:
             return out
         for t in ids:
             a, b = int(self.indptr[t]), int(self.indptr[t + 1])
             if a < b:
                 out[self.rows_of[a:b]] += self.data[a:b]
-        extra = getattr(self.index.retriever, "nonoccurrence_array", None)
-        if extra is not None:
-            out += np.float32(extra[np.asarray(ids)].sum())
-        return out
+        return self.index._nonoccurrence(out, ids)
