@@ -662,14 +662,15 @@ class _Cuda(_Host):
             if not isinstance(v, np.ndarray):
                 out[k] = v.to(self.device, non_blocking=True) if hasattr(v, "to") else v
                 continue
+            if not v.size:  # nothing to stage
+                out[k] = torch.from_numpy(v).to(self.device)
+                continue
             buf = bufs.get(k)
             if buf is None or buf.numel() < v.nbytes:
                 buf = bufs[k] = torch.empty(max(v.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
-            view = buf[: v.nbytes].view(torch.from_numpy(v[:0]).dtype if v.size else torch.uint8)
-            host = view.numpy().reshape(v.shape) if v.size else v
+            host = buf[: v.nbytes].view(torch.from_numpy(v[:0]).dtype).numpy().reshape(v.shape)
             np.copyto(host, v)
-            out[k] = torch.from_numpy(host).to(self.device, non_blocking=True) if v.size else \
-                torch.from_numpy(v).to(self.device)
+            out[k] = torch.from_numpy(host).to(self.device, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
         self._slots[self._next] = (bufs, done)
