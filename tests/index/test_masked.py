@@ -96,6 +96,36 @@ def test_hnsw_inside_a_filter_keeps_its_recall(monkeypatch: pytest.MonkeyPatch, 
     assert not selector or calls
 
 
+class _Spy:
+    """An HNSW index that records each search's depth and ``efSearch`` (None: the index's own)."""
+
+    def __init__(self, index: object) -> None:
+        import faiss
+
+        self.index, self.hnsw, self.ntotal, self.calls = index, faiss.downcast_index(index).hnsw, index.ntotal, []
+
+    def search(self, q: np.ndarray, k: int, params: object = None) -> tuple[np.ndarray, np.ndarray]:
+        self.calls.append((k, None if params is None else params.efSearch))
+        return self.index.search(q, k, params=params)
+
+
+@pytest.mark.parametrize("share", [0.5, 0.25, 0.05])
+def test_the_oversampled_graph_search_widens_its_queue(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    """Searched k / share × 2 + 16 deep, the graph's queue grows by the inverse of the allowed share (at most
+    MAX_EF): at its own efSearch (128) the top 96 is far less complete than the top 20 an unfiltered search
+    returns. Every allowed row comes back ranked as brute force where the queue is that wide."""
+    monkeypatch.setattr(masked, "PREFILTER_ROWS", 0)
+    vecs = _vectors()
+    spy = _Spy(build_faiss(vecs, "HNSW32"))
+    allowed = _allowed(len(vecs), share)
+    q = vecs[:4].astype(np.float32) + 0.05
+    ids, _ = masked.vector_search(spy, lambda: vecs, q, 20, allowed, "passage")
+    real_share = allowed.n_passages / len(vecs)
+    assert spy.hnsw.efSearch == 128
+    assert spy.calls[0] == (int(np.ceil(20 / real_share * masked.OVERSAMPLE)) + 16, min(1024, int(128 / real_share)))
+    assert np.array_equal(ids, _brute(vecs, q, allowed.passages, 20))
+
+
 @pytest.mark.parametrize(("share", "strategy"), [(0.01, "device-gather"), (0.5, "device-mask")])
 def test_the_torch_exact_index_inside_a_filter(share: float, strategy: str) -> None:
     """A few allowed rows are gathered and scored alone, many are masked in the whole scan; either way exact, and k

@@ -23,8 +23,10 @@ picks the cheapest way to do so:
   - more: *oversampling*, the index's own search at depth
     ``k / share · OVERSAMPLE + 16``, its allowed rows kept: the first k
     allowed rows of a ranking are the top k of the allowed rows, so whenever k
-    of them come back the result is the filtered search's (exact on Flat; as
-    approximate as the unfiltered search on HNSW / IVF);
+    of them come back the result is the filtered search's (exact on Flat; on
+    HNSW the search's queue, ``efSearch``, grows by the inverse of the allowed
+    share, up to :data:`MAX_EF`, so its top ``depth`` is about as complete as
+    an unfiltered top ``k``; IVF keeps its ``nprobe``);
   - a query left short (its allowed rows cluster far down its ranking)
     searches a graph again :data:`DEEPEN` times deeper; still short, an HNSW or IVF
     index searches with an ID selector (``SearchParameters(sel=IDSelectorBitmap)``:
@@ -122,7 +124,7 @@ def vector_search(
     real = _downcast(index)
     graph = hasattr(real, "hnsw") or hasattr(real, "nprobe")
     for _ in range(DEEPEN_TRIES if graph else 1):  # a flat index is not searched again: each search is a full scan
-        scores, ids = index.search(q[todo], depth)
+        scores, ids = index.search(q[todo], depth, **_widened(real, share, depth))
         ok = (ids >= 0) & mask[np.maximum(ids, 0)]
         short = []
         for j, i in enumerate(todo):
@@ -186,15 +188,32 @@ def _downcast(index: Any) -> Any:
         return index
 
 
+def _filtered_ef(real: Any, share: float, k: int) -> int:
+    """``efSearch`` for a filtered HNSW search: the index's own divided by the allowed share (at most
+    :data:`MAX_EF`), so about as many allowed nodes stay in the search's queue as an unfiltered search keeps."""
+    return int(min(MAX_EF, max(real.hnsw.efSearch, k, real.hnsw.efSearch / max(share, 1e-9))))
+
+
+def _widened(real: Any, share: float, depth: int) -> dict[str, Any]:
+    """The oversampled search's parameters: on an HNSW graph, :func:`_filtered_ef`. Searched ``depth`` deep
+    at the index's own ``efSearch``, the graph's top ``depth`` is far less complete than its top ``k``, and the
+    allowed rows among it are what the filter returns (real vectors, 26k passages, half the documents allowed:
+    recall@20 0.957 against 0.994 widened; unfiltered 0.998)."""
+    if not hasattr(real, "hnsw"):
+        return {}
+    import faiss
+
+    return {"params": faiss.SearchParametersHNSW(efSearch=_filtered_ef(real, share, depth))}
+
+
 def _params(index: Any, allowed: Allowed, level: str, k: int) -> Any:
     import faiss
 
     sel = allowed._derive(("faiss-selector", level), lambda: _selector(allowed.level(level)))[0]
     real = _downcast(index)
     if hasattr(real, "hnsw"):
-        share = max(len(allowed.positions(level)) / max(1, index.ntotal), 1e-9)
-        ef = int(min(MAX_EF, max(real.hnsw.efSearch, k, real.hnsw.efSearch / share)))
-        return faiss.SearchParametersHNSW(sel=sel, efSearch=ef)
+        share = len(allowed.positions(level)) / max(1, index.ntotal)
+        return faiss.SearchParametersHNSW(sel=sel, efSearch=_filtered_ef(real, share, k))
     if hasattr(real, "nprobe"):
         return faiss.SearchParametersIVF(sel=sel, nprobe=real.nprobe)
     return faiss.SearchParameters(sel=sel)
