@@ -8,9 +8,12 @@
 # 2. bench.gpu_encode: tokenizing alone, the encoder end to end with where its host time went, the model alone,
 #    the pipeline at other settings, sentence-transformers beside it, cosine to the CPU, a whole `hiera build
 #    --device cuda`, and `hiera eval` on the GPU against the CPU (both exact);
-# 3. bench.gpu --collection on that build: the default DHR and its dense configuration per stage.
+# 3. bench.gpu --collection on that build: the default DHR and its dense configuration per stage;
+# 4. (part "recall", not by default: it needs `bash bench/gpu_sources.sh pack` here and ".gpu-sources" carried too)
+#    bench.filters_recall on bench.scale_real's store of the pooled corpus and 1M real-text distractor passages,
+#    made and encoded on the device: filtered HNSW32 search against exact, by allowed share.
 # JSON and logs go to $OUT (the device tool's folder) or bench/out/gpu-run. Each part has its own time limit, so one
-# that hangs leaves the others measured. GPU_RUN_PARTS (default "search encode collection") picks parts,
+# that hangs leaves the others measured. GPU_RUN_PARTS (default "search encode collection"; "recall" too) picks parts,
 # GPU_RUN_SEARCH_ARGS replaces bench.gpu's sizes and query counts, GPU_RUN_ENCODE_ARGS adds to bench.gpu_encode's
 # (default "--variants 60000"; "--skip-build" stops after (c)).
 set -u
@@ -47,5 +50,13 @@ if [[ " $PARTS " == *" collection "* ]] && [ -d "$WORK/coll" ]; then
   timeout "${GPU_RUN_COLLECTION_S:-120}" python3 -m bench.gpu --skip-encode --skip-train --skip-search \
     --collection "$WORK/coll" --collection-queries 64 2>&1 | tee "$OUT/collection.log" | show
   cp bench/out/gpu.json "$OUT/gpu-collection.json" 2>/dev/null
+fi
+if [[ " $PARTS " == *" recall "* ]]; then
+  # shellcheck disable=SC1091 # made by the pack step
+  source bench/gpu_sources.sh unpack
+  # shellcheck disable=SC2086 # the arguments are words
+  OUT="$OUT" timeout "${GPU_RUN_RECALL_S:-420}" python3 -m bench.filters_recall \
+    ${GPU_RUN_RECALL_ARGS:---no-cache --device cuda --distractors 1000000 --queries 100} 2>&1 | tee "$OUT/recall.log" \
+    | show
 fi
 ls -la "$OUT"
