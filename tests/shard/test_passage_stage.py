@@ -209,6 +209,66 @@ def test_a_sharded_build_refuses_exact_dense_search_in_one_line(sharded3: Path, 
     assert answered["dense_search"] == "faiss" and answered["passage_stage"].endswith("shards")
 
 
+class _FakeCuda:
+    """torch.cuda's stream and graph calls, recorded in order (a CPU cannot capture a graph)."""
+
+    def __init__(self) -> None:
+        from contextlib import contextmanager
+
+        self.log: list[str] = []
+        self.where = "main"
+        log = self.log
+
+        class Stream:
+            def __init__(self, name: str = "side") -> None:
+                self.name = name
+
+            def wait_stream(self, other: object) -> None:
+                log.append(f"{self.name} waits for {other.name}")
+
+        self.Stream = Stream
+        self._main = Stream("main")
+
+        @contextmanager
+        def stream(s: Stream):  # noqa: ANN202 - a context manager
+            before, self.where = self.where, s.name
+            yield
+            self.where = before
+
+        @contextmanager
+        def graph(g: object):  # noqa: ANN202 - a context manager
+            before, self.where = self.where, "capture"
+            yield
+            self.where = before
+
+        self.stream, self.graph = stream, graph
+        self.CUDAGraph = lambda: "graph"
+
+    def current_stream(self) -> object:
+        return self._main
+
+
+def test_a_graph_is_captured_after_a_warm_up_on_a_side_stream() -> None:
+    """Both captures (the grid alone and the fused document search) warm up on a side stream the main stream then
+    waits for, and return what the captured run made (the graph's output buffers)."""
+    import types
+
+    stage = TorchPassageStage.__new__(TorchPassageStage)
+    fake = _FakeCuda()
+    stage._torch = types.SimpleNamespace(cuda=fake)
+    runs = []
+
+    def body() -> str:
+        runs.append(fake.where)
+        fake.log.append(f"body on {fake.where}")
+        return f"made on {fake.where}"
+
+    graph, out = stage._graphed(body)
+    assert (graph, out) == ("graph", "made on capture")
+    assert runs == ["side", "capture"]
+    assert fake.log == ["side waits for main", "body on side", "main waits for side", "body on capture"]
+
+
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device: the GPU path runs on a lent GPU machine only")
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"a{s.passage_alpha}-k{s.k}")
 def test_the_gpu_backend_gives_the_host_backend_results(unsharded: Path, spec: PassageSpec) -> None:

@@ -394,38 +394,36 @@ class TorchPassageStage:
             return self.run(texts, qp, docs, spec)
         return [_unpack(rows[b], spec, nd) for b in range(nq)]
 
+    def _graphed(self, body: Callable[[], Any]) -> tuple[Any, Any]:
+        """``body`` captured in a CUDA graph, and what it returned (the graph's output buffers). It runs once on a
+        side stream first, so its allocations, workspaces and slot grids exist before the capture."""
+        torch = self._torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = body()
+        return graph, outs
+
     def _capture_fused(self, index: Any, inputs: list[Any], nd: int, cap: int,
                        spec: PassageSpec) -> tuple[Any, list[Any], tuple[Any, Any, Any], Any]:
-        torch = self._torch
         static = [x.clone() for x in inputs]
 
         def body() -> tuple[Any, Any, Any]:
             dsc, dpos = index.top(static[0], nd)
             return self._grid(static[1], dpos, dsc, None, cap, spec), dpos, dsc
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the capture (workspaces, the slot grids)
-            body()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            outs = body()
-        host = torch.empty(outs[0].shape, dtype=outs[0].dtype, pin_memory=True)
+        graph, outs = self._graphed(body)
+        host = self._torch.empty(outs[0].shape, dtype=outs[0].dtype, pin_memory=True)
         return graph, static, outs, host
 
     def _capture(self, inputs: list[Any], cap: int, spec: PassageSpec) -> tuple[Any, list[Any], Any]:
-        torch = self._torch
         static = [x.clone() for x in inputs]
         args = (*static[:3], static[3] if len(static) > 3 else None, cap, spec)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the capture: allocations and the slot grids exist before it
-            self._grid(*args)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = self._grid(*args)
+        graph, out = self._graphed(lambda: self._grid(*args))
         return graph, static, out
 
     def _slots(self, nq: int, cap: int, first: int = 0) -> Any:
