@@ -102,7 +102,8 @@ def train(root: Path, questions: list[Any], out: Path, args: argparse.Namespace)
     from hiera.train.reader import train_reader
 
     given: dict[str, Any] = {"init": str(args.init), "max_minutes": args.max_minutes, "seed": 42}
-    for name, value in (("learning_rate", args.lr), ("epochs", args.epochs), ("negatives", args.negatives)):
+    for name, value in (("learning_rate", args.lr), ("epochs", args.epochs), ("negatives", args.negatives),
+                        ("interpolate", args.interpolate)):
         if value is not None:
             given[name] = value
     rargs = ReaderArgs.for_device("cpu", **given)
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--epochs", type=float, default=None)
     ap.add_argument("--negatives", type=int, default=None)
     ap.add_argument("--max-minutes", type=float, default=30.0)
+    ap.add_argument("--interpolate", type=float, default=None, metavar="W",
+                    help="--train: save --init + W·(trained − init) (hiera train-reader --interpolate)")
     ap.add_argument("--replay", type=int, default=0, help="--train: this many of the SQuAD train questions the "
                     "--init reader trained on (bench.reader_grid's split) trained on again with the new ones")
     ap.add_argument("--sets", default="nq-open,trivia,squad-dev", help="question sets to evaluate")

@@ -263,6 +263,42 @@ def test_train_reader_continues_a_trained_reader_on_answer_strings(squad_tiny, t
     assert "hiera-reader.json" in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
 
+def test_train_reader_interpolates_toward_its_init_without_training_again(squad_tiny, tiny_reader, tmp_path: Path,
+                                                                          capsys):
+    """--interpolate W saves init + W·(trained − init), tensor by tensor; rerun with it after the plain run, the
+    run resumes from its last checkpoint (no new steps) and only the saved weights change."""
+    from safetensors.numpy import load_file
+
+    from hiera.read.model import HEADS_FILE
+
+    root, qfile = squad_tiny
+    out = tmp_path / "rd"
+    run = ["train-reader", str(root), "--questions", str(qfile), "--format", "squad", "--out", str(out),
+           "--init", str(tiny_reader), "--batch-size", "4", "--max-length", "96", "--stride", "24", "--epochs", "1",
+           "--lr", "1e-3", "-q"]
+    assert main(run) == 0
+    steps = json.loads(capsys.readouterr().out)["train"]["steps"]
+    files = ("model.safetensors", HEADS_FILE)
+    start, trained = ({f: load_file(str(d / f)) for f in files} for d in (tiny_reader, out))
+    moved = [k for k in trained[HEADS_FILE] if not np.allclose(trained[HEADS_FILE][k], start[HEADS_FILE][k], atol=1e-4)]
+    assert moved, "the training steps must move the heads for the interpolation to be seen"
+    assert main([*run, "--interpolate", "0.25"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["train"]["resumed_from"].endswith(f"checkpoint-{steps}") and report["train"]["steps"] == steps
+    mixed = {f: load_file(str(out / f)) for f in files}
+    for f in files:
+        assert mixed[f].keys() == trained[f].keys()
+        for k, v in mixed[f].items():
+            if np.issubdtype(v.dtype, np.floating):
+                assert np.allclose(v, start[f][k] + 0.25 * (trained[f][k] - start[f][k]), atol=1e-6), (f, k)
+    assert json.loads((out / "hiera-reader.json").read_text())["init"]["interpolate"] == 0.25
+    plain = [a for a in run if a != "--init" and a != str(tiny_reader)]
+    for bad, says in (([*plain, "--interpolate", "0.5"], "--init"), ([*run, "--interpolate", "1.5"], "(0, 1]")):
+        assert main(bad) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1
+
+
 def test_train_reader_replays_questions_of_another_collection(squad_tiny, tiny_reader, tmp_path: Path):
     """``replay`` adds the groups of (collection, questions) sources to the run's own: both counted, both trained."""
     from readdata import RULES

@@ -171,3 +171,21 @@ def test_reading_a_long_passage_gives_the_answers_of_reading_its_parts(reader: R
     # read whole in token windows instead, the passage is still read to its end
     windowed = reader.read(q, [("Bridges", text)], answers=10, part_words=0)
     assert windowed and all(text[a.start : a.end] == a.text for a in windowed)
+
+
+def test_weights_interpolate_only_between_readers_of_one_network(tiny_reader: Path):
+    """A reader mixed with one of another shape, or with a weight outside (0, 1], is refused in one line."""
+    import torch
+
+    from hiera.read.model import interpolate_weights, load_reader_model
+
+    model, _, _ = load_reader_model(tiny_reader)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    interpolate_weights(model, tiny_reader, 0.5)  # with itself: every weight stays
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    for weight in (0.0, 1.5):
+        with pytest.raises(HieraError, match=r"\(0, 1\]"):
+            interpolate_weights(model, tiny_reader, weight)
+    model.qa = torch.nn.Linear(model.qa.in_features, 3)
+    with pytest.raises(HieraError, match="not the network"):
+        interpolate_weights(model, tiny_reader, 0.5)

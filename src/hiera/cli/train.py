@@ -167,7 +167,8 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     from hiera.train.args import READER_DEVICE_DEFAULTS, ReaderArgs
     from hiera.train.reader import train_reader
 
-    given = {"negatives": args.negatives, "stride": args.stride, "init": args.init, **_run_fields(args)}
+    given = {"negatives": args.negatives, "stride": args.stride, "init": args.init, "interpolate": args.interpolate,
+             **_run_fields(args)}
     if args.train_embeddings is not None:
         given["freeze_embeddings"] = not args.train_embeddings
     # what the device's recipe decides unless an option says otherwise
@@ -323,3 +324,6 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--init", default=None, metavar="READER",
                     help="continue training this trained reader (its encoder and heads) instead of fresh heads on "
                          "--base-model, e.g. on questions phrased another way; its decoding is kept")
+    sp.add_argument("--interpolate", type=float, default=None, metavar="W",
+                    help="with --init: save init + W·(trained − init), 0 < W ≤ 1, so the reader keeps more of what "
+                         "--init read well (a weight-space ensemble); another W reuses the run's last checkpoint")

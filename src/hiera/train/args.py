@@ -206,6 +206,9 @@ class ReaderArgs:
     # a trained reader to continue from (its encoder and both heads) instead of fresh heads on base_model:
     # how a reader trained on one phrasing of questions learns another without starting over
     init: str | None = None
+    # keep part of ``init``: the saved weights are init + interpolate · (trained − init); the checkpoints hold the
+    # trained weights, so another value needs no new training (a rerun resumes from the last checkpoint)
+    interpolate: float | None = None
 
     @classmethod
     def for_device(cls, device: str = "auto", **given: Any) -> ReaderArgs:
@@ -233,6 +236,11 @@ class ReaderArgs:
             raise BadInputError(f"--stride must be in [0, max_length/2), got {self.stride}")
         if self.max_examples is not None and self.max_examples <= 0:
             raise BadInputError("--max-examples must be positive")
+        if self.interpolate is not None:
+            if not self.init:
+                raise BadInputError("--interpolate needs --init (the reader whose weights are mixed back in)")
+            if not 0 < self.interpolate <= 1:
+                raise BadInputError(f"--interpolate must be in (0, 1], got {self.interpolate}")
         _check_warmup(self.warmup_ratio)
         return self
 

@@ -79,8 +79,9 @@ def last_checkpoint(folder: Path) -> str | None:
 
 
 # What may differ between a run and its resumption: its length and budget (an interrupted or budget-stopped run
-# resumed with more steps continues it), the display and the device; not the data or the recipe.
-RESUMABLE_FIELDS = ("max_minutes", "max_steps", "epochs", "progress", "save_steps", "device")
+# resumed with more steps continues it), the display, the device, and the reader's interpolation toward its
+# starting weights (applied to the weights it saves, never to a checkpoint); not the data or the recipe.
+RESUMABLE_FIELDS = ("max_minutes", "max_steps", "epochs", "progress", "save_steps", "device", "interpolate")
 RUN_KEY_FILE = "run-key.json"
 
 

@@ -36,7 +36,7 @@ from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.read.features import make_windows, token_span
-from hiera.read.model import load_reader_model, new_reader_model, read_meta, save_reader
+from hiera.read.model import interpolate_weights, load_reader_model, new_reader_model, read_meta, save_reader
 from hiera.train import negatives as neg
 from hiera.train.args import ReaderArgs
 from hiera.train.common import (
@@ -289,6 +289,10 @@ def train_reader(
         meta["init"] = {"reader": str(args.init), "train": init.get("train"), "examples": init.get("examples")}
         if "decoding" in init:
             meta["decoding"] = init["decoding"]
+    if args.interpolate is not None and args.interpolate < 1:
+        interpolate_weights(model, Path(str(args.init)), args.interpolate)
+        meta["init"]["interpolate"] = args.interpolate
+        log(f"reader: weights interpolated, {args.interpolate} of the trained and {1 - args.interpolate:g} of {args.init}")
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)
