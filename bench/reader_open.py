@@ -336,6 +336,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "lost@20: % right at read-k 1 and wrong at 20")
     if paired.rows:
         paired.print("Paired differences of EM in points (bootstrap, 2,000 rounds)")
+    if not sets:  # a training-only run (--sets ''): no figures, and another run's JSON under the same name is kept
+        return rep.to_dict()
     rep.results.update(results)
     rep.write(splits={"eval": {k: len(v) for k, v in sp["eval"].items()}, "train": len(sp["train"]),
                       "train_sources": sp["train_sources"], "dropped_as_evaluated": sp["dropped_as_evaluated"],
