@@ -229,6 +229,11 @@ def test_train_reader_resumes_from_its_checkpoint(squad_tiny, tmp_path: Path, ca
     second = json.loads(capsys.readouterr().out)
     assert second["train"]["steps"] == 4 and second["train"]["resumed_from"].endswith("checkpoint-2")
     assert json.loads((out / "hiera-reader.json").read_text())["train"]["steps"] == 4
+    heads = (out / "reader-heads.safetensors").read_bytes()
+    assert main([*base, "--max-steps", "4"]) == 0  # finished: the rerun takes no step past the last
+    third = json.loads(capsys.readouterr().out)
+    assert third["train"]["steps"] == 4 and third["train"]["resumed_from"].endswith("checkpoint-4")
+    assert (out / "reader-heads.safetensors").read_bytes() == heads
     assert main([*base, "--max-steps", "2", "--stride", "60"]) == 2  # stride must stay below half a window
     assert "--stride" in capsys.readouterr().err
 

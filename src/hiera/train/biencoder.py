@@ -48,6 +48,7 @@ from hiera.train.common import (
     sample_questions,
     time_budget_callback,
     train_device,
+    train_resumed,
     training_kwargs,
 )
 from hiera.train.examples import (
@@ -126,7 +127,7 @@ def fit(
     t = time.perf_counter()
     # the trainer prints its logs (stdout is for results); transformers' warnings are not for CLI users
     with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
-        out = trainer.train(resume_from_checkpoint=resume)
+        out = train_resumed(trainer, resume)
     seconds = time.perf_counter() - t
     tmp = dest.with_name(dest.name + ".partial")
     model.save(str(tmp))

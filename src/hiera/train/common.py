@@ -150,6 +150,37 @@ def time_budget_callback(max_minutes: float | None) -> list[Any]:
     return [_Budget()]
 
 
+def train_resumed(trainer: Any, resume: str | None) -> Any:
+    """``trainer.train(resume_from_checkpoint=resume)``, which trains nothing when the checkpoint ends the run.
+
+    transformers resumes a checkpoint saved mid-epoch at the run's last step
+    (``--max-steps``) by taking one more step before it checks the limit, so
+    rerunning a finished run would train past it, one step more each time. A
+    step that would begin at or past the last one stops the run instead, with
+    the checkpoint's weights loaded and no step taken.
+    """
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import TrainOutput
+
+    class _Done(Exception):
+        pass
+
+    class _Last(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001
+            if state.max_steps > 0 and state.global_step >= state.max_steps:
+                raise _Done
+            return control
+
+    guard = _Last()
+    trainer.add_callback(guard)
+    try:
+        return trainer.train(resume_from_checkpoint=resume)
+    except _Done:
+        return TrainOutput(trainer.state.global_step, 0.0, {})
+    finally:
+        trainer.remove_callback(guard)
+
+
 def publish(tmp: Path, dest: Path) -> None:
     """Replace ``dest`` with the finished ``tmp`` directory; a failure leaves the old one in place."""
     old = dest.with_name(dest.name + ".old")

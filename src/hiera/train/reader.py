@@ -50,6 +50,7 @@ from hiera.train.common import (
     sample_questions,
     time_budget_callback,
     train_device,
+    train_resumed,
     training_kwargs,
 )
 from hiera.train.examples import find_positive, judge_for
@@ -215,7 +216,7 @@ def fit_reader(model: Any, groups: Sequence[dict[str, Any]], args: ReaderArgs, w
                       callbacks=callbacks)
     t = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
-        result = trainer.train(resume_from_checkpoint=resume)
+        result = train_resumed(trainer, resume)
     return FitResult(trainer, result, time.perf_counter() - t, callbacks)
 
 

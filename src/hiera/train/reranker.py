@@ -45,6 +45,7 @@ from hiera.train.common import (
     sample_questions,
     time_budget_callback,
     train_device,
+    train_resumed,
     training_kwargs,
 )
 from hiera.train.examples import find_positive, judge_for
@@ -323,7 +324,7 @@ def fit_cross_encoder(
     t = time.perf_counter()
     # the trainer prints its logs (stdout is for results); transformers' warnings are not for CLI users
     with contextlib.redirect_stdout(sys.stderr), quiet_transformers():
-        result = trainer.train(resume_from_checkpoint=resume)
+        result = train_resumed(trainer, resume)
     train_seconds = time.perf_counter() - t
     calib: dict[str, Any] = {"threshold": 0.5, "note": "no dev pairs: default threshold"}
     if dev_pairs and 0 < sum(dev_labels) < len(dev_labels):
