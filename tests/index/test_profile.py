@@ -14,7 +14,14 @@ from hiera.builds import build_collection, open_collection
 from hiera.cli import main
 from hiera.errors import BadInputError
 from hiera.index.build import BuildOptions
-from hiera.index.dense import build_faiss, faiss_module, faiss_search, load_faiss, save_faiss
+from hiera.index.dense import (
+    HNSW_EF_CONSTRUCTION,
+    build_faiss,
+    faiss_module,
+    faiss_search,
+    load_faiss,
+    save_faiss,
+)
 from hiera.index.profile import COMPRESSED_AT, COMPRESSED_FACTORY, LARGE_AT, LARGE_FACTORY, choose, factories
 from hiera.retrieve import get_retriever
 from hiera.spec import LARGE_DOC_STAGE, resolve_doc_stage
@@ -84,6 +91,8 @@ def test_the_large_profiles_graphs_find_the_exact_neighbours(factory: str, tmp_p
     assert _recall(index, queries, exact) >= RECALL_FLOOR
     # ... and the test is where it can fail: the same graph searched shallowly misses neighbours
     graph = faiss_module().downcast_index(index).hnsw
+    # linked with the deeper construction search, which the saved graph keeps for rows appended later
+    assert graph.efConstruction == HNSW_EF_CONSTRUCTION > 40
     ef, graph.efSearch = graph.efSearch, 16
     assert _recall(index, queries, exact) < 0.9
     graph.efSearch = ef
