@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,9 +71,8 @@ def build_faiss(vectors: np.ndarray, factory: str = "Flat", seed: int = 0):
         index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise BadInputError(f"FAISS cannot build {factory!r}: {str(e).splitlines()[0]}") from None
-    hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
-    if hnsw is not None:
-        hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    if (graph := hnsw_graph(index)) is not None:
+        graph.efConstruction = HNSW_EF_CONSTRUCTION
     if not index.is_trained:
         if n == 0:
             raise BadInputError(f"{factory!r} needs training vectors and the collection is empty")
@@ -90,14 +90,16 @@ def add_rows(index, vectors: np.ndarray) -> None:
         index.add(np.ascontiguousarray(vectors[start : start + ADD_ROWS], dtype=np.float32))
 
 
+def hnsw_graph(index) -> Any:
+    """The HNSW graph of ``index`` (``HNSW32``, ``HNSW32_SQ8``…), None for any other kind."""
+    return getattr(faiss_module().downcast_index(index), "hnsw", None)
+
+
 def set_search_params(index, ef_search: int = 128, nprobe: int = 32) -> None:
     """Sensible search-time knobs (HNSW efSearch, IVF nprobe) after load/build."""
     faiss = faiss_module()
-    try:
-        hnsw = faiss.downcast_index(index).hnsw
-        hnsw.efSearch = max(hnsw.efSearch, ef_search)
-    except AttributeError:
-        pass
+    if (graph := hnsw_graph(index)) is not None:
+        graph.efSearch = max(graph.efSearch, ef_search)
     try:
         ivf = faiss.extract_index_ivf(index)
         ivf.nprobe = min(nprobe, ivf.nlist)
@@ -128,7 +130,7 @@ def load_faiss(path: Path, mmap: bool = True):
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
         except RuntimeError:
             index = None
-        if index is not None and not hasattr(faiss.downcast_index(index), "hnsw"):
+        if index is not None and hnsw_graph(index) is None:
             set_search_params(index)
             return index
     index = faiss.read_index(str(path))
