@@ -51,6 +51,10 @@ def test_canonical_form_and_precedence() -> None:
     assert parse("(a = 1 or b = 2) and c in (x, 'y z', 'and')").canonical() == \
         '((a = 1) or (b = 2)) and (c in (x, "y z", "and"))'
     assert parse("A = 1 AND b = 2").canonical() == parse("A = 1 and b = 2").canonical()
+    # '==' is read as '=' (one test, one canonical spelling); '===' is still malformed
+    assert parse("year == 2019 and title=='a b'").canonical() == "(year = 2019) and (title = \"a b\")"
+    with pytest.raises(BadInputError, match="a value after 'year ='"):
+        parse("year === 2019")
 
 
 @pytest.mark.parametrize(("expr", "message"), [

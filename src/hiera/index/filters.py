@@ -85,7 +85,7 @@ class BoolOp:
 
 Node = Cmp | Not | BoolOp
 
-_TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>|\(|\)|,)"""
+_TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|==|=|<|>|\(|\)|,)"""
                     r"""|(?P<word>[^\s()=!<>,'"]+))""")
 _KEYWORDS = {"and", "or", "not", "in", "contains", "prefix"}
 _BARE = re.compile(r"^[\w.:/@+-]+$")  # a value written without quotes in the canonical form
@@ -108,6 +108,8 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
             val = re.sub(r"\\(.)", r"\1", val[1:-1])
         elif kind == "word" and val.lower() in _KEYWORDS:
             kind, val = "kw", val.lower()
+        elif kind == "op" and val == "==":  # the spelling of Python, Milvus and pandas' query: the same test as '='
+            val = "="
         out.append((kind, val, start))
         i = m.end()
     return out
