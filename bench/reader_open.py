@@ -126,17 +126,43 @@ def reader_key(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def retrieve(col: Any, questions: list[Any], k: int, params: dict[str, Any] | None = None) -> list[list[Any]]:
+def retrieve(col: Any, questions: list[Any], k: int, params: dict[str, Any] | None = None,
+             rerank: Path | None = None) -> list[list[Any]]:
+    """Each question's DHR top ``k`` passages; with ``rerank``, the same passages in the cross-encoder's order
+    (``hiera answer --rerank DIR --rerank-depth k``: the set, hence the answerable subset, is DHR's)."""
     from hiera.retrieve import get_retriever
 
-    dhr = get_retriever("dhr", col, **(params or {}))
+    retriever = get_retriever("dhr", col, **(params or {}))
+    if rerank is not None:
+        from hiera.crossencoder import Reranker
+        from hiera.retrieve.rerank import RerankRetriever
+
+        retriever = RerankRetriever(retriever, Reranker(rerank, device="cpu"), depth=k)
     out: list[list[Any]] = []
     t = time.perf_counter()
     for i in range(0, len(questions), 256):
-        for res in dhr.batch_search([q.text for q in questions[i : i + 256]], k=k, level="passage"):
+        for res in retriever.batch_search([q.text for q in questions[i : i + 256]], k=k, level="passage"):
             out.append([h for h in res.hits if h.passage_id][:k])
-    print(f"  retrieved {len(questions)} questions with dhr in {time.perf_counter() - t:.0f}s", flush=True)
+    print(f"  retrieved {len(questions)} questions with {retriever.name} in {time.perf_counter() - t:.0f}s", flush=True)
     return out
+
+
+def train_reranker(root: Path, questions: list[Any], out: Path, args: argparse.Namespace) -> None:
+    """A cross-encoder by distant supervision on the training questions: ``hiera train-reranker``'s recipe with DHR's
+    top passages as the hard negatives (what it will rerank); its threshold and weight calibrated on a held part."""
+    from hiera.train.args import RerankerArgs
+    from hiera.train.reranker import train_reranker as fit
+
+    fit(root, questions, out, RerankerArgs(negatives_from="dhr", max_minutes=args.max_minutes, seed=42))
+
+
+def rerank_key(path: Path | None) -> str:
+    """The part of a reading's cache name that says which passages were read (DHR's order, or a reranker's)."""
+    if path is None:
+        return ""
+    from hiera.encode import model_fingerprint
+
+    return "-rr" + hashlib.sha256(model_fingerprint(path).encode()).hexdigest()[:12]
 
 
 def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cache: Path,
@@ -209,6 +235,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="--train: save --init + W·(trained − init) (hiera train-reader --interpolate)")
     ap.add_argument("--replay", type=int, default=0, help="--train: this many of the SQuAD train questions the "
                     "--init reader trained on (bench.reader_grid's split) trained on again with the new ones")
+    ap.add_argument("--rerank", type=Path, default=None, help="a cross-encoder: every reader also reads DHR's top 20 "
+                    "in its order (hiera answer --rerank), compared paired with the same reader without it")
+    ap.add_argument("--train-reranker", type=Path, default=None, metavar="OUT",
+                    help="train that cross-encoder here first, by distant supervision on the training questions")
     ap.add_argument("--sets", default="nq-open,trivia,squad-dev", help="question sets to evaluate")
     ap.add_argument("--nq", type=int, default=None, help="only the first N NQ-open questions (default: all 3,610)")
     ap.add_argument("--trivia", type=int, default=2000, help="a seeded sample of the held-back TriviaQA half")
@@ -230,7 +260,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     # the demo collection is built (minutes, on a fresh machine) only when a run reads or trains on it
-    root = ensure_demo(args.root) if args.train is not None or set(sets) - {"squad-dev"} else args.root
+    training_run = args.train is not None or args.train_reranker is not None
+    root = ensure_demo(args.root) if training_run or set(sets) - {"squad-dev"} else args.root
     sp = splits(args.trivia)
     if args.nq is not None:
         sp["eval"]["nq-open"] = sp["eval"]["nq-open"][: args.nq]
@@ -250,6 +281,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         readers.append(args.train)
     if not readers:
         raise SystemExit("nothing to evaluate: give --reader DIR (or --train OUT --init DIR)")
+    rerank = args.rerank
+    if args.train_reranker is not None:
+        from hiera.train.reranker import META_FILE as RERANKER_META
+
+        if rerank is not None:
+            raise SystemExit("give --rerank DIR or --train-reranker OUT, not both")
+        if not (args.train_reranker / RERANKER_META).exists():
+            train_reranker(root, sp["train"], args.train_reranker, args)
+        rerank = args.train_reranker
+    configs = [(p, None) for p in readers] + [(p, rerank) for p in readers if rerank is not None]
 
     cols: dict[Path, Any] = {}
 
@@ -283,33 +324,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         hits = retrieve(col, qs, max(READ_KS), params)
         answerable = np.array([any(passage_has_answer(h, q.answers, q.answer_mode) for h in top)
                                for q, top in zip(qs, hits, strict=True)])
-        # what read-k 1 can answer at most: the first passage holds an answer string
-        first_has = np.array([bool(top) and passage_has_answer(top[0], q.answers, q.answer_mode)
-                              for q, top in zip(qs, hits, strict=True)])
+        ordered = {None: hits}
+        if rerank is not None:  # the same passages in the cross-encoder's order: the answerable subset is unchanged
+            ordered[rerank] = retrieve(col, qs, max(READ_KS), params, rerank=rerank)
         deep = set(random.Random(SEED + 2).sample(range(len(qs)), min(args.deep, len(qs))))
         is_deep = np.array([i in deep for i in range(len(qs))])
         ems: dict[str, dict[int, np.ndarray]] = {}
-        for path in readers:
+        for path, rr in configs:
+            top_of = ordered[rr]
+            label = str(path) if rr is None else f"{path} + rerank {rr}"
+            # what read-k 1 can answer at most: the first passage holds an answer string
+            first_has = np.array([bool(top) and passage_has_answer(top[0], q.answers, q.answer_mode)
+                                  for q, top in zip(qs, top_of, strict=True)])
             reader = Reader(path, device="cpu")
             shallow = path in args.shallow  # read at read-k 1 only: no deep figures
             has_deep = not shallow and bool(is_deep.any())
-            got = read(reader, qs, hits, sep, WORK_DIR / f"read-{reader_key(path)}-{set_name}.json",
+            got = read(reader, qs, top_of, sep,
+                       WORK_DIR / f"read-{reader_key(path)}{rerank_key(rr)}-{set_name}.json",
                        set() if shallow else deep)
-            s = summarize(str(path), got["rows"], answerable, np.zeros(len(qs), bool) if shallow else is_deep)
-            ems[str(path)] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
-                              for k in READ_KS}
-            e = ems[str(path)]
+            s = summarize(label, got["rows"], answerable, np.zeros(len(qs), bool) if shallow else is_deep)
+            ems[label] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
+                          for k in READ_KS}
+            e = ems[label]
             ms = []
-            for q, top in list(zip(qs, hits, strict=True))[: args.latency]:  # hiera answer's reading, k = 10
+            for q, top in list(zip(qs, top_of, strict=True))[: args.latency]:  # hiera answer's reading, k = 10
                 t = time.perf_counter()
                 reader.read(q.text, [(title_line(h, sep), h.text) for h in top[:10]])
                 ms.append((time.perf_counter() - t) * 1000)
             s["read_ms_p50_k10"] = float(np.median(ms)) if ms else None
-            results[f"{set_name} | {path}"] = {**s, "read_seconds": round(got["seconds"], 1),
-                                               "answer_in_first_passage": float(first_has.mean()),
-                                               "deep_em@20-em@1": None if not has_deep else
-                                               list(paired_ci(e[20][is_deep], e[1][is_deep]))}
-            rep.add({"set": set_name, "reader": str(path), "questions": s["questions"],
+            results[f"{set_name} | {label}"] = {**s, "read_seconds": round(got["seconds"], 1),
+                                                "answer_in_first_passage": float(first_has.mean()),
+                                                "deep_em@20-em@1": None if not has_deep else
+                                                list(paired_ci(e[20][is_deep], e[1][is_deep]))}
+            rep.add({"set": set_name, "reader": label, "questions": s["questions"],
                      "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
                      "answer in 1st": round(100 * float(first_has.mean()), 1),
                      "EM@1": round(100 * s["em@1"], 1), "EM@1 answerable": round(100 * s["em@1_answerable"], 1),
@@ -319,17 +366,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         for k in READ_KS if has_deep},
                      **({"deep lost@20": round(100 * s["deep_lost@20"], 1)} if has_deep else {}),
                      "read ms p50 (k 10)": round(s["read_ms_p50_k10"] or 0, 1), "read s": round(got["seconds"])})
-        first = str(readers[0])
-        for path in readers[1:]:
+        # every reader against the first (DHR's order); a reranked reading against the same reader without it
+        pairs = [(str(path), str(readers[0])) for path in readers[1:]]
+        if rerank is not None:
+            pairs += [(f"{path} + rerank {rerank}", str(path)) for path in readers]
+        for this, base in pairs:
+            path = Path(this.split(" + rerank ")[0])
             for subset, rows in (("all", np.ones(len(qs), bool)), ("answerable", answerable)):
                 for k in READ_KS:
                     sel = rows if k == READ_KS[0] else rows & is_deep
                     if k != READ_KS[0] and (path in args.shallow or readers[0] in args.shallow or not is_deep.any()):
                         continue
-                    d, lo, hi = paired_ci(ems[str(path)][k][sel], ems[first][k][sel])
-                    key = f"{set_name} | {path} - {first} | {subset} | EM@{k}"
+                    d, lo, hi = paired_ci(ems[this][k][sel], ems[base][k][sel])
+                    key = f"{set_name} | {this} - {base} | {subset} | EM@{k}"
                     results[key] = {"difference": d, "lo": lo, "hi": hi}
-                    paired.add({"set": set_name, "comparison": f"{path} - {first}", "subset": f"{subset} EM@{k}",
+                    paired.add({"set": set_name, "comparison": f"{this} - {base}", "subset": f"{subset} EM@{k}",
                                 "difference": round(d, 1), "95% interval": f"[{lo:+.1f}, {hi:+.1f}]"}, echo=False)
     rep.print(f"The reader over the demo collection (squad-dev: the pooled corpus; dhr top {max(READ_KS)}). EM in %; answerable: an answer string "
               "in the top 20 (DPR's has_answer); EM@1 over every question; deep: a seeded sample read to read-k 20; "
@@ -342,7 +393,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rep.write(splits={"eval": {k: len(v) for k, v in sp["eval"].items()}, "train": len(sp["train"]),
                       "train_sources": sp["train_sources"], "dropped_as_evaluated": sp["dropped_as_evaluated"],
                       "seed": SEED},
-              readers=[str(p) for p in readers], root=str(root), training=training and {
+              readers=[str(p) for p in readers], root=str(root), rerank=rerank and str(rerank),
+              training=training and {
                   "examples": training.get("examples"), "train": training.get("train"), "args": training.get("args"),
                   "init": (training.get("init") or {}).get("reader")},
               comparisons=paired.rows)

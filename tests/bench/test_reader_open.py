@@ -34,3 +34,22 @@ def test_summary_separates_the_answerable_and_the_deeply_read_questions():
     assert s["deep_questions"] == 3 and s["deep_answerable"] == 3
     assert s["deep_em@1"] == pytest.approx(2 / 3) and s["deep_em@20"] == pytest.approx(2 / 3)
     assert s["deep_lost@20"] == pytest.approx(1 / 3) and s["deep_gained@20"] == pytest.approx(1 / 3)
+
+
+def test_a_reranked_reading_reads_dhrs_passages_in_the_cross_encoders_order(col, reranker_dir):
+    import helpers
+
+    qs = helpers.tiny_questions()[:4]
+    plain = reader_open.retrieve(col, qs, 5)
+    reranked = reader_open.retrieve(col, qs, 5, rerank=reranker_dir)
+    for a, b in zip(plain, reranked, strict=True):
+        # the same passages (so the answerable subset is DHR's), each with its DHR rank and the reranker's score
+        assert sorted(h.passage_id for h in a) == sorted(h.passage_id for h in b) and len(a) == 5
+        assert [h.rank for h in b] == [1, 2, 3, 4, 5]
+        assert [h.stages["retrieve"].rank for h in b] == [
+            next(x.rank for x in a if x.passage_id == h.passage_id) for h in b]
+        assert all("rerank" in h.stages for h in b)
+        assert [h.score for h in b] == sorted((h.score for h in b), reverse=True)
+    # a reranked reading is cached apart from the plain one, under a name that follows the model's weights
+    assert reader_open.rerank_key(None) == "" and reader_open.rerank_key(reranker_dir).startswith("-rr")
+    assert reader_open.rerank_key(reranker_dir) == reader_open.rerank_key(reranker_dir)
