@@ -1,7 +1,7 @@
 """Answers to questions as people ask them: the reader on NQ-open and TriviaQA over the demo collection.
 
     python -m bench.reader_open --reader DIR [--reader DIR ...] [--train OUT --init DIR] [--trivia 2000]
-        [--sets nq-open,trivia,squad-dev]
+        [--sets nq-open,trivia,squad-dev] [--rerank DIR | --train-reranker OUT]
 
 **Splits** (seeded, disjoint by normalized question text; counts printed and in the JSON):
 
@@ -30,6 +30,12 @@ question on two cores), with ``lost@20``. For every reader after the first: its 
 from the first, with a 95% bootstrap interval. Each (reader, question set)
 reading is kept in ``bench/work/reader-open/read-*.json`` and reused, so an interrupted run resumes and
 readers can be added later. Writes ``bench/out/reader-open.json``.
+
+**Reranking** (``--rerank DIR``, or ``--train-reranker OUT`` to train that cross-encoder first by distant
+supervision on the training questions, DHR's top passages its hard negatives): every reader also reads the same
+top 20 in the cross-encoder's order, as ``hiera answer --rerank DIR`` does, and is compared paired with itself
+reading DHR's order. The passages are DHR's, so the answerable subset is the same; what moves is which of them
+read-k 1 reads.
 """
 
 from __future__ import annotations
