@@ -168,7 +168,12 @@ def rerank_key(path: Path | None) -> str:
         return ""
     from hiera.encode import model_fingerprint
 
-    return "-rr" + hashlib.sha256(model_fingerprint(path).encode()).hexdigest()[:12]
+    return "-rr" + model_fingerprint(path)[:12]  # already a sha256 of the weights and configs
+
+
+def label(path: Path, rerank: Path | None) -> str:
+    """A reading's name in the tables and the JSON: the reader, and the reranker whose order it read."""
+    return str(path) if rerank is None else f"{path} + rerank {rerank}"
 
 
 def read(reader: Any, questions: list[Any], hits: list[list[Any]], sep: str, cache: Path,
@@ -337,8 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         is_deep = np.array([i in deep for i in range(len(qs))])
         ems: dict[str, dict[int, np.ndarray]] = {}
         for path, rr in configs:
-            top_of = ordered[rr]
-            label = str(path) if rr is None else f"{path} + rerank {rr}"
+            top_of, name = ordered[rr], label(path, rr)
             # what read-k 1 can answer at most: the first passage holds an answer string
             first_has = np.array([bool(top) and passage_has_answer(top[0], q.answers, q.answer_mode)
                                   for q, top in zip(qs, top_of, strict=True)])
@@ -348,21 +352,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             got = read(reader, qs, top_of, sep,
                        WORK_DIR / f"read-{reader_key(path)}{rerank_key(rr)}-{set_name}.json",
                        set() if shallow else deep)
-            s = summarize(label, got["rows"], answerable, np.zeros(len(qs), bool) if shallow else is_deep)
-            ems[label] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
+            s = summarize(name, got["rows"], answerable, np.zeros(len(qs), bool) if shallow else is_deep)
+            ems[name] = {k: np.array([r.get(str(k), ["", np.nan])[1] for r in got["rows"]], dtype=float)
                           for k in READ_KS}
-            e = ems[label]
+            e = ems[name]
             ms = []
             for q, top in list(zip(qs, top_of, strict=True))[: args.latency]:  # hiera answer's reading, k = 10
                 t = time.perf_counter()
                 reader.read(q.text, [(title_line(h, sep), h.text) for h in top[:10]])
                 ms.append((time.perf_counter() - t) * 1000)
             s["read_ms_p50_k10"] = float(np.median(ms)) if ms else None
-            results[f"{set_name} | {label}"] = {**s, "read_seconds": round(got["seconds"], 1),
+            results[f"{set_name} | {name}"] = {**s, "read_seconds": round(got["seconds"], 1),
                                                 "answer_in_first_passage": float(first_has.mean()),
                                                 "deep_em@20-em@1": None if not has_deep else
                                                 list(paired_ci(e[20][is_deep], e[1][is_deep]))}
-            rep.add({"set": set_name, "reader": label, "questions": s["questions"],
+            rep.add({"set": set_name, "reader": name, "questions": s["questions"],
                      "answerable@20": round(100 * s["answerable"] / max(1, s["questions"]), 1),
                      "answer in 1st": round(100 * float(first_has.mean()), 1),
                      "EM@1": round(100 * s["em@1"], 1), "EM@1 answerable": round(100 * s["em@1_answerable"], 1),
@@ -373,11 +377,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      **({"deep lost@20": round(100 * s["deep_lost@20"], 1)} if has_deep else {}),
                      "read ms p50 (k 10)": round(s["read_ms_p50_k10"] or 0, 1), "read s": round(got["seconds"])})
         # every reader against the first (DHR's order); a reranked reading against the same reader without it
-        pairs = [(str(path), str(readers[0])) for path in readers[1:]]
+        pairs = [(path, label(path, None), label(readers[0], None)) for path in readers[1:]]
         if rerank is not None:
-            pairs += [(f"{path} + rerank {rerank}", str(path)) for path in readers]
-        for this, base in pairs:
-            path = Path(this.split(" + rerank ")[0])
+            pairs += [(path, label(path, rerank), label(path, None)) for path in readers]
+        for path, this, base in pairs:
             for subset, rows in (("all", np.ones(len(qs), bool)), ("answerable", answerable)):
                 for k in READ_KS:
                     sel = rows if k == READ_KS[0] else rows & is_deep
