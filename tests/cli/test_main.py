@@ -48,3 +48,15 @@ def test_commands_other_than_serve_do_not_import_fastapi() -> None:
         "assert 'fastapi' not in sys.modules, 'fastapi imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("argv", [["methods"], ["methods", "--json"]])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(argv: list[str]) -> None:
+    """``hiera methods | head -1``: the pipe closes before the output is written; no traceback, SIGPIPE's status."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "hiera", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # gone before the child writes its first line: every write of it meets a closed pipe
+    _, err = p.communicate(timeout=120)
+    assert err.decode() == "" and p.returncode == 141, (p.returncode, err.decode()[-500:])

@@ -73,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.environ[TRUST_ENV] = "1"  # every model load of this run (Encoder, Reranker, trainers) reads it
     try:
-        return args.handler(args)
+        rc = args.handler(args)
+        sys.stdout.flush()  # inside the try: a reader gone before the last buffered line is caught below too
+        return rc
     except HieraError as e:
         if debug:
             raise
@@ -87,6 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hiera: interrupted (work done so far is kept in the cache; rerun to resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The command reading our output stopped (``| head``): end quietly, as grep does, with the status a shell
+    gives a process killed by SIGPIPE. Standard output is pointed at /dev/null first, so the interpreter's last
+    flush of what is still buffered does not raise again on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file descriptor
+        pass
+    return 141
 
 
 if __name__ == "__main__":
