@@ -58,7 +58,9 @@ def test_reader_parameters_and_bad_input(client: TestClient, question: str):
         ({"q": question, "merge": "mean"}, 422, "merge"),
         ({"q": question, "reader": "/tmp"}, 422, "--reader"),
         ({"q": question, "retriever": "bm25-doc"}, 422, "documents only"),
-        ({"q": question, "retriever": "nope"}, 400, "unknown retriever"),
+        ({"q": question, "retriever": "nope"}, 422, "unknown retriever"),
+        ({"q": question, "max_answer_token": 5}, 422, "unknown parameter 'max_answer_token' (did you mean"),
+        ({"q": question, "level": "passage"}, 422, "unknown parameter 'level'"),
         ({"q": question, "k": 0}, 422, "k"),
     ]
     for params, status, words in cases:

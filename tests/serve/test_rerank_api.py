@@ -44,8 +44,8 @@ def test_rerank_through_the_api(shared_root, col, reranker_dir):
     assert scores == pytest.approx([h.score for h in ours.hits], abs=1e-6)
 
 
-def test_rerank_without_a_reranker_is_a_clear_400(shared_root):
+def test_rerank_without_a_reranker_is_a_clear_422(shared_root):
     with TestClient(create_app(shared_root, warmup=False)) as client:
         assert client.get("/health").json()["reranker"] is None
         r = client.get("/search", params={"q": "chess", "rerank": "true"})
-        assert r.status_code == 400 and "without a reranker" in r.json()["detail"]
+        assert r.status_code == 422 and "without a reranker" in r.json()["detail"]

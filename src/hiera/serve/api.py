@@ -50,8 +50,10 @@ from hiera.serve.params import (
     READER_SERVER_SIDE,
     SERVER_SIDE,
     method_parameters,
+    query_names,
     reader_parameters,
     request_parameters,
+    unknown_message,
     validation_message,
 )
 from hiera.serve.pool import Gate, SearchPool
@@ -193,9 +195,15 @@ def create_app(
     reader_params, reader_canonical = reader_parameters()
 
     def checked_request(
-        request: Request, q: str, retriever: str, rerank: bool, given: dict[str, Any], filter: str | None = None
+        request: Request, q: str, retriever: str, rerank: bool, given: dict[str, Any], filter: str | None,
+        accepted: frozenset[str],
     ) -> tuple[Retriever, dict[str, Any], list[str]]:
-        """What /search and /answer check alike: the query, server-side names, staleness, the method's parameters."""
+        """What /search and /answer check alike: the query, server-side names, staleness, the method's parameters.
+
+        A name the route does not declare (``accepted``) is a 422, not silently dropped: ``lamda=0.3`` would
+        otherwise search with the default λ and look like an answer to the question asked. A declared name the
+        chosen method does not take is only listed under ``ignored`` (the web page sends every control).
+        """
         if not q.strip():
             raise _unprocessable("the query is empty: type a question")
         if len(q) > MAX_QUERY_CHARS:
@@ -206,10 +214,16 @@ def create_app(
                 f"{', '.join(refused)}: a server-side setting (a directory), not a request parameter; "
                 f"set it with `hiera build DIR --set METHOD.{refused[0]}=PATH` and restart or rebuild"
             )
+        unknown = sorted(set(request.query_params) - accepted)
+        if unknown:
+            raise _unprocessable(unknown_message(unknown, accepted))
         service.refresh()
         if service.stale:
             raise HTTPException(status_code=503, detail=service.stale)
-        r = service.retriever(retriever, rerank=rerank)
+        try:
+            r = service.retriever(retriever, rerank=rerank)
+        except HieraError as e:  # an unknown method, one whose index is missing, a reranker the server lacks
+            raise _unprocessable(str(e)) from None
         values = {canonical[n]: v for n, v in given.items() if v is not None and v != ""}
         params = {n: v for n, v in values.items() if r.spec.param(n) is not None}
         try:
@@ -260,7 +274,7 @@ def create_app(
         under ``ignored``): the web page sends its controls' values whatever
         the method, and that must not be an error.
         """
-        _, params, ignored = checked_request(request, q, retriever, rerank, given, filter)
+        _, params, ignored = checked_request(request, q, retriever, rerank, given, filter, search_names)
         fkw = {"filter": filter} if filter else {}
         # the retriever is looked up again in the pool: the build may have been swapped while the search waited
         return await respond(lambda: service.retriever(retriever, rerank=rerank).search(
@@ -276,6 +290,7 @@ def create_app(
             *method_params,
         ]
     )
+    search_names = query_names(search.__signature__)  # type: ignore[attr-defined]
     app.get("/search", summary="Search the collection")(search)
 
     async def answer(request: Request, q: str, k: int, retriever: str, partial: bool, filter: str | None,
@@ -290,7 +305,7 @@ def create_app(
             raise _unprocessable(f"{', '.join(refused)}: the reader is chosen when the server starts (--reader DIR)")
         reader = service.answerer()
         r, params, ignored = checked_request(
-            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}, filter
+            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}, filter, answer_names
         )
         if "passage" not in r.spec.levels:
             raise _unprocessable(f"the reader reads passages; retriever {retriever!r} ranks documents only")
@@ -320,6 +335,7 @@ def create_app(
             *reader_params,
         ]
     )
+    answer_names = query_names(answer.__signature__)  # type: ignore[attr-defined]
     app.get("/answer", summary="Answer a question: retrieve passages, then read them")(answer)
 
     @app.get("/methods", summary="Every retrieval method with its parameters, defaults and requirements")

@@ -14,6 +14,7 @@ a sentence, never a pydantic error list.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -36,13 +37,44 @@ PARTIAL_HELP = (
 )
 
 
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True  # not a number at all: pydantic's own message says so
+
+
 def validation_message(exc: RequestValidationError) -> str:
     """One line from pydantic's error list: ``k: Input should be a valid integer``."""
     parts = []
     for err in exc.errors():
         loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "path", "body")]
-        parts.append(f"{'.'.join(loc) or 'request'}: {err.get('msg', 'invalid')}")
+        msg = err.get("msg", "invalid")
+        if err.get("type") in _BOUND_ERRORS and not _finite(err.get("input")):
+            msg = "must be a finite number"  # nan compares false with any bound: pydantic names the bound instead
+        parts.append(f"{'.'.join(loc) or 'request'}: {msg}")
     return "; ".join(parts) or "invalid request"
+
+
+def query_names(signature: inspect.Signature) -> frozenset[str]:
+    """The query parameter names a route declares (aliases as sent): anything else in a request is a typo."""
+    return frozenset(
+        getattr(p.default, "alias", None) or p.name for p in signature.parameters.values() if p.annotation is not Request
+    )
+
+
+def unknown_message(unknown: Sequence[str], accepted: frozenset[str]) -> str:
+    """One line for query parameters no route takes, with the nearest known name when there is one."""
+    import difflib
+
+    first = unknown[0]
+    near = difflib.get_close_matches(first, sorted(accepted), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    names = ", ".join(repr(u) for u in unknown)
+    return f"unknown parameter{'s' if len(unknown) > 1 else ''} {names}{hint}; /methods lists each method's parameters"
 
 
 def query_parameter(
