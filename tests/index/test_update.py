@@ -18,6 +18,7 @@ import pytest
 from hiera.builds import build_collection, open_collection, remove_documents, update_collection
 from hiera.corpus.ingest import ingest
 from hiera.corpus.store import CorpusStore
+from hiera.encode import DEFAULT_MODEL
 from hiera.errors import BadInputError
 from hiera.index.build import BuildOptions
 from hiera.index.publish import live_build_dir
@@ -137,6 +138,9 @@ def test_compaction_gives_the_fresh_build_for_every_method(changed: dict, tmp_pa
     build_collection(root, _options(root), log=helpers.QUIET)  # compaction: the build rewritten, vectors reused
     col, fresh = open_collection(root), open_collection(changed["fresh"])
     assert not col.manifest.updates and col.live is None and not (col.build_dir / "tombstones.npy").exists()
+    # the build keeps its identity: the encoders are still named as the build named them, not by their directory
+    assert {lv: m["name"] for lv, m in col.manifest.models.items()} == \
+        {lv: m["name"] for lv, m in fresh.manifest.models.items()} == {"doc": DEFAULT_MODEL, "passage": DEFAULT_MODEL}
     for method in METHOD_NAMES:
         for level in METHODS[method].levels:
             assert _lists(col, method, level) == _lists(fresh, method, level), (method, level)

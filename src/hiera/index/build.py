@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from hiera.corpus.store import CorpusStore, DocRow
-from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder
-from hiera.errors import BadInputError
+from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder, resolve_model_path
+from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import add_rows, build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
 from hiera.index.manifest import Manifest, read_tuned
@@ -105,8 +105,8 @@ class BuildOptions:
             opts.bm25_config = Bm25Config.from_dict(m.bm25)
             opts.bm25_doc_text = m.bm25.get("doc_text", "fulltext")
         if m.models:
-            opts.doc_encoder = m.models["doc"]["path"]
-            opts.passage_encoder = m.models["passage"]["path"]
+            opts.doc_encoder = _model_ref(m.models["doc"])
+            opts.passage_encoder = _model_ref(m.models["passage"])
             opts.backend = m.backend("passage")
             opts.passage_factory = m.faiss.get("passage", "Flat")  # kept as built: hiera add appends to them
             opts.doc_factory = m.faiss.get("doc", "Flat")
@@ -115,6 +115,20 @@ class BuildOptions:
         opts.shards = len(m.shards)
         opts.names = bool(m.names)
         return opts
+
+
+def _model_ref(info: dict[str, Any]) -> str:
+    """How a rebuild names a build's encoder: the name it was asked for (a package alias such as
+    ``all-MiniLM-L6-v2``) while that name still resolves to the recorded directory, so compaction keeps the
+    build's identity in ``hiera stats`` and ``/health``; otherwise the recorded path."""
+    name, path = info.get("name"), str(info["path"])
+    if name and name != path:
+        try:
+            if resolve_model_path(name).resolve() == Path(path).resolve():
+                return str(name)
+        except HieraError:  # a name that no longer resolves here: the directory the build used
+            pass
+    return path
 
 
 def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
