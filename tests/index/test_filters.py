@@ -18,7 +18,9 @@ def _docs() -> list[Document]:
     out = []
     for i in range(12):
         meta: dict = {"source": "alpha" if i % 3 else "beta", "year": 2000 + i, "published": f"2019-{i + 1:02d}-01",
-                      "draft": i % 4 == 0, "tags": ["x", f"t{i % 2}"]}
+                      "draft": i % 4 == 0, "tags": ["x", f"t{i % 2}"],
+                      # times with offsets, as APIs write them: even ones two hours ahead of UTC, odd ones in UTC
+                      "stamp": f"2020-01-01T{i:02d}:30:00" + ("+02:00" if i % 2 == 0 else "Z")}
         if i == 5:  # a merged document: its parts' sources in metadata.sources
             meta["sources"] = [{"id": "d5", "source": "alpha"}, {"id": "d5b", "source": "ovos"}]
         if i == 7:
@@ -72,11 +74,17 @@ def test_malformed_expressions_are_one_line_errors(expr: str, message: str) -> N
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+def test_an_expression_that_is_not_text_is_named() -> None:
+    with pytest.raises(BadInputError, match="filter: the expression must be a string such as .*, not int"):
+        parse(123)  # type: ignore[arg-type]
+
+
 def test_fields_and_types(fcol: Collection) -> None:
     fields = {f["field"]: f for f in fields_of(fcol)}
     assert {k: v["type"] for k, v in fields.items()} == {
         "id": "text", "title": "text", "source": "list", "categories": "list", "metadata.draft": "bool",
-        "metadata.published": "date", "metadata.source": "text", "metadata.tags": "list", "metadata.year": "number",
+        "metadata.published": "date", "metadata.source": "text", "metadata.stamp": "date", "metadata.tags": "list",
+        "metadata.year": "number",
         "section": "text"}
     assert fields["metadata.year"]["count"] == 11 and fields["section"]["level"] == "passage"
     assert fields["section"]["count"] == fcol.n_passages
@@ -89,6 +97,11 @@ def test_fields_and_types(fcol: Collection) -> None:
     ("published >= yesterday", "field 'published' is a date"),
     ("draft = maybe", "field 'draft' is true or false"),
     ("year contains 3", "field 'year' is number"),
+    ("year > nan", "field 'year' is a number; 'nan' is not"),
+    ("year < inf", "field 'year' is a number; 'inf' is not"),
+    ("year = 2_019", "field 'year' is a number; '2_019' is not"),
+    ("stamp > '2020-01-01Z'", "field 'stamp' is a date; '2020-01-01Z' is not one"),
+    ("stamp > '2020-01-01T10:00+24:00'", "field 'stamp' is a date"),
 ])
 def test_wrong_fields_and_types_name_the_field(fcol: Collection, expr: str, field: str) -> None:
     with pytest.raises(BadInputError) as e:
@@ -111,7 +124,19 @@ DOC_CASES = [
     ("title contains 'TOPIC 1'", lambda d: d.id in {"d1", "d10", "d11"}),
     ("id in (d1, d3, nothing)", lambda d: d.id in {"d1", "d3"}),
     ("metadata.source = beta", lambda d: d.metadata["source"] == "beta"),
+    ("stamp >= '2020-01-01T05:30:00Z'", lambda d: _instant(d.metadata["stamp"]) >= _instant("2020-01-01T05:30:00Z")),
+    ("stamp < '2020-01-01T09:00:00-01:00'",
+     lambda d: _instant(d.metadata["stamp"]) < _instant("2020-01-01T09:00:00-01:00")),
+    ("stamp in ('2020-01-01T07:30:00+0100', '2020-01-01T06:30:00+01:00')",  # the same instants, other offsets
+     lambda d: _instant(d.metadata["stamp"]) in {_instant("2020-01-01T06:30:00Z"), _instant("2020-01-01T05:30:00Z")}),
+    ("year >= 2e3 and year <= +2003.5", lambda d: d.id in {"d0", "d1", "d2", "d3"}),
 ]
+
+
+def _instant(text: str):  # noqa: ANN202 - the standard library's reading of an ISO time, the reference
+    from datetime import datetime
+
+    return datetime.fromisoformat(text)
 
 
 @pytest.mark.parametrize(("expr", "pred"), DOC_CASES, ids=[c[0] for c in DOC_CASES])

@@ -197,7 +197,9 @@ class _Parser:
 
 def parse(text: str) -> Node:
     """The expression tree of a filter; a malformed one is a one-line :class:`BadInputError`."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise BadInputError(f"filter: the expression must be a string such as \"year >= 2019\", not {type(text).__name__}")
+    if not text.strip():
         raise BadInputError("filter: the expression is empty")
     p = _Parser(text)
     node = p.expr()
@@ -241,16 +243,29 @@ class Field:
         return {"field": self.name, "type": self.kind, "level": self.level, "count": self.count}
 
 
-_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?)?)?$")
+# ISO 8601 as metadata writes it: a year, a month, a day, a time, and with a time an offset (Z, +02:00, -0500)
+_DATE = re.compile(r"^(\d{4}(?:-\d{2}(?:-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?)?)?)"
+                   r"(?:(Z)|([+-])(\d{2}):?(\d{2}))?$")
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")  # what JSON and a user write; not nan, inf, 1_0
 
 
 def _date(v: Any) -> np.datetime64 | None:
-    if not isinstance(v, str) or not _DATE.match(v.strip()):
+    """The instant an ISO date or time names, in UTC seconds (an offset is applied; a time without one is UTC)."""
+    m = _DATE.match(v.strip()) if isinstance(v, str) else None
+    if m is None:
         return None
+    local, zulu, sign, hh, mm = m.groups()
+    if (zulu or sign) and "T" not in local.replace(" ", "T"):
+        return None  # an offset belongs to a time of day
     try:
-        return np.datetime64(v.strip().replace(" ", "T"), "s")
+        t = np.datetime64(local.replace(" ", "T"), "s")
     except ValueError:
         return None
+    if sign:
+        if int(hh) > 23 or int(mm) > 59:
+            return None
+        t -= (1 if sign == "+" else -1) * np.timedelta64(int(hh) * 60 + int(mm), "m")
+    return t
 
 
 def _kind(values: list[Any]) -> str:
@@ -357,14 +372,14 @@ def _check(node: Node, fields: dict[str, Field]) -> None:
 
 def _coerce(f: Field, name: str, v: str) -> Any:
     if f.kind == "number":
-        try:
-            return float(v)
-        except ValueError:
-            raise BadInputError(f"filter: field {name!r} is a number; {v!r} is not") from None
+        if not _NUMBER.match(v):
+            raise BadInputError(f"filter: field {name!r} is a number; {v!r} is not")
+        return float(v)
     if f.kind == "date":
         d = _date(v)
         if d is None:
-            raise BadInputError(f"filter: field {name!r} is a date; {v!r} is not one (YYYY, YYYY-MM or YYYY-MM-DD)")
+            raise BadInputError(f"filter: field {name!r} is a date; {v!r} is not one "
+                              "(YYYY, YYYY-MM, YYYY-MM-DD, or with a time: YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM])")
         return d
     if f.kind == "bool":
         if v.lower() not in ("true", "false"):
