@@ -291,7 +291,7 @@ def _depth(help_: str, default: int) -> Param:
 
 
 DOC_DEPTH = Param(
-    "doc_depth", "int", 1000, "doc level: passages ranked before they are grouped by document (at least k)",
+    "doc_depth", "int", 1000, "doc level: passages ranked first, then grouped by document (deeper when they hold fewer than k documents)",
     min=1, max=100_000,
 )
 

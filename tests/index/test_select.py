@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hiera.index.merge import merge_topk
-from hiera.index.select import topk
+from hiera.index.select import DEEPEN, top_documents, topk
 
 
 def test_ties_at_the_cut_keep_the_lowest_positions() -> None:
@@ -47,3 +47,29 @@ def test_positive_only_equals_sorting_the_positive_scores(seed: int) -> None:
         np.testing.assert_array_equal(vals, scores[want])
     none = topk(np.zeros(7, dtype=np.float32), 3, positive_only=True)
     assert len(none[0]) == 0 and len(none[1]) == 0
+
+
+def test_top_documents_searches_deeper_until_k_documents_and_stops_when_exhausted() -> None:
+    rng = np.random.default_rng(0)
+    passage_doc = np.repeat(np.arange(10), 12)  # ten documents of twelve passages
+    scores = rng.random(len(passage_doc)).astype(np.float32)
+    scores[:12] += 10.0  # document 0's passages outrank every other passage
+    order = np.argsort(-scores, kind="stable")
+    asked: list[int] = []
+
+    def search(depth: int) -> tuple[np.ndarray, np.ndarray]:
+        asked.append(depth)
+        return order[:depth], scores[order[:depth]]
+
+    docs, dsc, best, depth = top_documents(search, passage_doc, k=4, depth=3, total=len(passage_doc))
+    # the reference: each document's best passage, documents by it
+    ref = sorted(range(10), key=lambda d: -scores[passage_doc == d].max())[:4]
+    assert docs.tolist() == ref and asked == [3, 3 * DEEPEN, 3 * DEEPEN ** 2] and depth == asked[-1]
+    assert dsc.tolist() == [float(scores[passage_doc == d].max()) for d in ref]
+    assert [int(passage_doc[b]) for b in best] == ref
+    asked.clear()  # a search that returns fewer passages than asked is exhausted: one call, what it found
+    docs, _, _, _ = top_documents(lambda d: search(d) if d < 5 else (order[:5], scores[order[:5]]), passage_doc,
+                                  k=4, depth=3, total=len(passage_doc))
+    assert len(docs) == 1
+    docs, _, _, depth = top_documents(search, passage_doc, k=50, depth=100, total=len(passage_doc))
+    assert len(docs) == 10 and depth == len(passage_doc)  # never deeper than every passage

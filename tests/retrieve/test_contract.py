@@ -237,3 +237,18 @@ def test_parameters_change_the_answer(col) -> None:
     hy = get_retriever("hybrid", col, fusion="interp", alpha=1.0)
     dense = get_retriever("dense", col).search(q, k=3)
     assert [h.passage_id for h in hy.search(q, k=3)] == [h.passage_id for h in dense]
+
+
+@pytest.mark.parametrize("name", ["bm25", "dense", "hybrid"])
+def test_doc_level_returns_k_documents_when_the_first_passages_hold_fewer(col: Collection, name: str) -> None:
+    """A passage search of depth 1 holds one document; the document ranking searches deeper until it has k, and
+    ranks them as the best passage of each in the method's own full passage ranking does (max-passage)."""
+    r = get_retriever(name, col)
+    query = QUERIES[0]
+    res = r.search(query, k=K, level="doc", doc_depth=1)
+    full = r.search(query, k=col.n_passages, level="passage", depth=col.n_passages) if name == "hybrid" else \
+        r.search(query, k=col.n_passages, level="passage")
+    want = list(dict.fromkeys(h.doc_id for h in full))[:K]
+    assert len(want) == K  # the collection has K documents with a matching passage
+    assert [h.doc_id for h in res] == want
+    assert max(s.detail["depth"] for s in res.trace if "depth" in s.detail) > 1  # it did search deeper

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -76,3 +76,29 @@ def docs_from_passages(
     uniq, first = np.unique(docs, return_index=True)
     first = np.sort(first)[:k]
     return docs[first], np.asarray(scores, dtype=np.float32)[first], positions[first]
+
+
+DEEPEN = 4  # how much deeper a passage search goes when its passages held too few documents
+
+
+def top_documents(
+    search: Callable[[int], tuple[np.ndarray, np.ndarray]], passage_doc: np.ndarray, k: int, depth: int, total: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The max-passage top ``k`` documents of a passage search, searched deeper until ``k`` documents are found.
+
+    ``search(d)`` ranks the best ``d`` passages (best first). Every document
+    whose best passage is among them gets its exact max-passage score and
+    place, but long documents can fill ``d`` passages with fewer than ``k``
+    documents; the search then runs again ``DEEPEN`` times deeper, up to all
+    ``total`` passages, so that ``k`` documents come back whenever ``k`` have a
+    passage the search returns. A search that returns fewer than ``d``
+    passages (a filter, BM25's matching passages) is exhausted and ends it.
+    Returns (doc positions, doc scores, best passage per doc, depth searched).
+    """
+    depth = max(1, min(int(depth), int(total)))
+    while True:
+        pos, sc = search(depth)
+        docs, dsc, best = docs_from_passages(passage_doc, pos, sc, k)
+        if len(docs) >= k or len(pos) < depth or depth >= total:
+            return docs, dsc, best, depth
+        depth = min(int(total), depth * DEEPEN)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hiera.index.masked import bm25_strategy, bm25_top
-from hiera.index.select import docs_from_passages, ranks_of
+from hiera.index.select import ranks_of, top_documents
 from hiera.query import Allowed, Query
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
@@ -22,16 +24,21 @@ class Bm25Retriever(BaseRetriever):
         return {"strategy": bm25_strategy(self.col.bm25_passages.size, allowed, "passage")}
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
-        depth = k if level == "passage" else max(k, params["doc_depth"])
-        with timed(trace, "bm25-passages", depth=depth) as step:
+        def search(depth: int) -> tuple[np.ndarray, np.ndarray]:
             if q.filter is None:
-                pos, sc = self.col.bm25_passages.search(q.text, depth)
+                return self.col.bm25_passages.search(q.text, depth)
+            return bm25_top(self.col.bm25_passages, q.text, depth, q.filter, "passage")
+
+        with timed(trace, "bm25-passages", depth=k if level == "passage" else max(k, params["doc_depth"])) as step:
+            if level == "passage":
+                pos, sc = search(k)
+                step.detail["found"] = len(pos)
             else:
-                pos, sc = bm25_top(self.col.bm25_passages, q.text, depth, q.filter, "passage")
-            step.detail["found"] = len(pos)
+                docs, dsc, best, step.detail["depth"] = top_documents(
+                    search, self.col.passage_doc, k, step.detail["depth"], len(self.col.passage_doc))
+                step.detail["documents"] = len(docs)
         if level == "passage":
             return self.passage_hits(pos, sc, {"bm25": (sc, ranks_of(sc))})
-        docs, dsc, best = docs_from_passages(self.col.passage_doc, pos, sc, k)
         return self.doc_hits(docs, dsc, {"bm25": (dsc, ranks_of(dsc))}, best)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hiera.index.dense import faiss_search
 from hiera.index.masked import vector_search, vector_strategy
-from hiera.index.select import docs_from_passages, ranks_of
+from hiera.index.select import ranks_of, top_documents
 from hiera.query import Allowed, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
@@ -26,16 +28,22 @@ class DenseRetriever(BaseRetriever):
         return self._query_vectors(queries, params)
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
-        depth = k if level == "passage" else max(k, params["doc_depth"])
-        with timed(trace, "dense-passages", depth=depth, index=self.col.faiss_types.get("passage")):
+        def search(depth: int) -> tuple[np.ndarray, np.ndarray]:
             if q.filter is None:
                 ids, sc = faiss_search(self.col.passage_faiss, q.qp, depth)
             else:
                 ids, sc = vector_search(self.col.passage_faiss, lambda: self.col.passage_vectors, q.qp, depth,
                                         q.filter, "passage")
             keep = ids[0] >= 0
-            pos, sc = ids[0][keep], sc[0][keep]
+            return ids[0][keep], sc[0][keep]
+
+        with timed(trace, "dense-passages", depth=k if level == "passage" else max(k, params["doc_depth"]),
+                   index=self.col.faiss_types.get("passage")) as step:
+            if level == "passage":
+                pos, sc = search(k)
+            else:
+                docs, dsc, best, step.detail["depth"] = top_documents(
+                    search, self.col.passage_doc, k, step.detail["depth"], len(self.col.passage_doc))
         if level == "passage":
             return self.passage_hits(pos, sc, {"passage": (sc, ranks_of(sc))})
-        docs, dsc, best = docs_from_passages(self.col.passage_doc, pos, sc, k)
         return self.doc_hits(docs, dsc, {"passage": (dsc, ranks_of(dsc))}, best)

@@ -16,7 +16,7 @@ import numpy as np
 
 from hiera.fusion import Ranked, interpolate, minmax, rrf
 from hiera.index.masked import bm25_strategy, vector_strategy
-from hiera.index.select import docs_from_passages, topk
+from hiera.index.select import top_documents, topk
 from hiera.query import Allowed, Query, QueryBatch
 from hiera.results import Hit, TraceStep, timed
 from hiera.retrieve.base import BaseRetriever
@@ -35,19 +35,29 @@ class HybridRetriever(BaseRetriever):
         return self._query_vectors(queries, params)
 
     def _search(self, q: Query, k: int, level: Level, params: dict[str, Any], trace: list[TraceStep]) -> list[Hit]:
-        depth = max(k, params["doc_depth"] if level == "doc" else params["depth"])
-        with timed(trace, "bm25+dense-passages", depth=depth):
+        def fuse(depth: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
             (bpos, bsc), (dpos, dsc) = (self.col.passage_lists(q.text, q.qp, depth) if q.filter is None
                                         else self.col.passage_lists(q.text, q.qp, depth, q.filter))
-        with timed(trace, "fusion", method=params["fusion"]):
             if params["fusion"] == "rrf":
                 a, fused = rrf([Ranked(bpos, bsc), Ranked(dpos, dsc)])
             else:
                 alpha = params["alpha"]
                 a, fused = interpolate([Ranked(bpos, minmax(bsc)), Ranked(dpos, minmax(dsc))], [1 - alpha, alpha])
-        if level == "doc":
+            return a, fused, bsc, dsc
+
+        def fused_ranking(depth: int) -> tuple[np.ndarray, np.ndarray]:
+            a, fused, _, _ = fuse(depth)
             order, _ = topk(fused, len(fused))
-            docs, docsc, best = docs_from_passages(self.col.passage_doc, a.ids[order], fused[order], k)
+            return a.ids[order], fused[order]
+
+        depth = max(k, params["doc_depth"] if level == "doc" else params["depth"])
+        with timed(trace, "bm25+dense-passages+fusion", depth=depth, method=params["fusion"]) as step:
+            if level == "doc":
+                docs, docsc, best, step.detail["depth"] = top_documents(
+                    fused_ranking, self.col.passage_doc, k, depth, len(self.col.passage_doc))
+            else:
+                a, fused, bsc, dsc = fuse(depth)
+        if level == "doc":
             return self.doc_hits(docs, docsc, {"fusion": (docsc, np.arange(1, len(docs) + 1))}, best)
         sel, fsc = topk(fused, k)
         # raw scores per list for the explanation (0 and rank 0 where a list missed the passage)

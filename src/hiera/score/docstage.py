@@ -77,7 +77,7 @@ from hiera.index.dense import faiss_search
 from hiera.index.exact import TorchExactIndex
 from hiera.index.masked import bm25_top, torch_top, vector_search
 from hiera.index.passage_stage import DeviceSearch, DocLists
-from hiera.index.select import docs_from_passages, topk
+from hiera.index.select import docs_from_passages, top_documents, topk
 from hiera.query import Allowed, Query, QueryBatch
 from hiera.spec import DOC_ALPHA, DOC_STAGES, DocStageSpec
 
@@ -225,9 +225,9 @@ class PassageMax(DocStage):
     vectors = frozenset({"qp"})
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = _faiss_top(col.passage_faiss, q.qp, max(PASSAGE_DEPTH, 4 * k), q.filter, "passage",
-                             lambda: col.passage_vectors)
-        docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
+        docs, dsc, _, _ = top_documents(
+            lambda d: _faiss_top(col.passage_faiss, q.qp, d, q.filter, "passage", lambda: col.passage_vectors),
+            col.passage_doc, k, max(PASSAGE_DEPTH, 4 * k), len(col.passage_doc))
         return docs, dsc
 
 
@@ -235,8 +235,8 @@ class Bm25PassageMax(DocStage):
     name = "bm25-passage-max"
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos, sc = _bm25_top(col.bm25_passages, q, max(PASSAGE_DEPTH, 4 * k), "passage")
-        docs, dsc, _ = docs_from_passages(col.passage_doc, pos, sc, k)
+        docs, dsc, _, _ = top_documents(lambda d: _bm25_top(col.bm25_passages, q, d, "passage"),
+                                        col.passage_doc, k, max(PASSAGE_DEPTH, 4 * k), len(col.passage_doc))
         return docs, by_max(dsc)
 
 
