@@ -252,3 +252,19 @@ def test_doc_level_returns_k_documents_when_the_first_passages_hold_fewer(col: C
     assert len(want) == K  # the collection has K documents with a matching passage
     assert [h.doc_id for h in res] == want
     assert max(s.detail["depth"] for s in res.trace if "depth" in s.detail) > 1  # it did search deeper
+
+
+def test_provenance_names_only_what_the_method_used(col: Collection) -> None:
+    """``answered-by``: BM25-only methods name no dense search or FAISS index; only DHR's serial methods (which run
+    the passage-stage primitive) name its backend."""
+    seen = {}
+    for name in ("bm25", "bm25-doc", "bm25-dhr", "dense", "hybrid", "dhr", "dhr-parallel"):
+        level = "passage" if "passage" in get_retriever(name, col).levels else "doc"
+        res = get_retriever(name, col).search(QUERIES[1], k=3, level=level)
+        seen[name] = {s.name: s.detail for s in res.trace}["answered-by"]
+    for name in ("bm25", "bm25-doc", "bm25-dhr"):
+        assert "dense_search" not in seen[name] and set(seen[name]["index"].values()) == {"bm25"}, seen[name]
+    for name in ("dense", "hybrid", "dhr", "dhr-parallel"):
+        assert seen[name]["dense_search"] == col.placement.dense_search and seen[name]["index"] == col.faiss_types
+    assert {n for n, d in seen.items() if "passage_stage" in d} == {"dhr", "bm25-dhr"}
+    assert seen["dhr"]["passage_stage"] == col.passage_backend

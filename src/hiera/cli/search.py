@@ -87,8 +87,9 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in timed_steps))
     where = next((s.detail for s in res.trace if s.name == "answered-by"), None)
     if where:
-        print(f"answered by: {where['dense_search']} dense search on {where['device']}, "
-              f"passage stage {where['passage_stage']}")
+        how = f"{where['dense_search']} dense search" if "dense_search" in where else "BM25"
+        stage = f", passage stage {where['passage_stage']}" if "passage_stage" in where else ""
+        print(f"answered by: {how} on {where['device']}{stage}")
     print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
     for h in res:
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")

@@ -52,6 +52,8 @@ class BaseRetriever:
 
     name = "base"
     filters = False  # whether the method searches inside a filter (``batch_search(filter=…)``)
+    uses_dense = True  # whether it searches the dense indexes (BM25-only methods say False: their provenance omits them)
+    uses_passage_stage = False  # whether it scores candidates with the collection's passage-stage primitive
 
     def __init__(self, collection: Collection, **defaults: Any) -> None:
         self.col = collection
@@ -136,10 +138,17 @@ class BaseRetriever:
         return out
 
     def answered_by(self) -> dict[str, Any]:
-        """Where this search ran: the device models ran on, how dense indexes were searched and their kinds."""
+        """Where this search ran: the device, and for what the method uses, how the dense indexes were searched and
+        their kinds and which passage-stage backend scored the candidates (nothing it did not use)."""
         placement = self.col.placement
-        return {"device": placement.device, "dense_search": placement.dense_search,
-                "index": dict(self.col.faiss_types), "passage_stage": self.col.passage_backend}
+        out: dict[str, Any] = {"device": placement.device}
+        if self.uses_dense:
+            out.update(dense_search=placement.dense_search, index=dict(self.col.faiss_types))
+        else:
+            out["index"] = {"passage": "bm25"} if "passage" in self.levels else {"doc": "bm25"}
+        if self.uses_passage_stage:
+            out["passage_stage"] = self.col.passage_backend
+        return out
 
     def _prepare(self, queries: list[str], params: dict[str, Any]) -> QueryBatch:
         return QueryBatch(queries, params)

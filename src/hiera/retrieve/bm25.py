@@ -19,6 +19,7 @@ class Bm25Retriever(BaseRetriever):
 
     name = "bm25"
     filters = True
+    uses_dense = False
 
     def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
         return {"strategy": bm25_strategy(self.col.bm25_passages.size, allowed, "passage")}
@@ -47,6 +48,7 @@ class Bm25DocRetriever(BaseRetriever):
 
     name = "bm25-doc"
     filters = True
+    uses_dense = False
 
     def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
         return {"strategy": bm25_strategy(self.col.bm25_docs.size, allowed, "doc")}

@@ -53,6 +53,7 @@ class _Serial(BaseRetriever):
 
     _with_dense = True  # the passage stage's dense scores (hierarchical BM25 has none)
     filters = True
+    uses_passage_stage = True
 
     def _filter_strategy(self, allowed: Allowed, params: dict[str, Any], level: Level) -> dict[str, Any]:
         name = self._doc_stage(params)
@@ -189,6 +190,7 @@ class Bm25DhrRetriever(_Serial):
 
     name = "bm25-dhr"
     _with_dense = False
+    uses_dense = False
 
     def _doc_stage(self, params: dict[str, Any]) -> str:
         return "bm25"
