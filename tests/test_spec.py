@@ -145,6 +145,8 @@ def test_assignments_apply_to_every_listed_method_that_has_the_parameter() -> No
         (["dhr.fusion=rrf"], ["dhr", "hybrid"], "no parameter 'fusion'"),
         (["top_docs=0"], ["dhr"], "top_docs=0 must be >= 1"),
         (["lam=1"], ["colbert"], "unknown retriever 'colbert'"),
+        (["lam=1", "lambda=2"], ["dhr"], "--set lam and --set lambda are the same parameter of dhr (lam)"),
+        (["dhr.k1=5", "top_docs=7"], ["dhr", "bm25-dhr"], "--set k1 and --set top_docs are the same parameter of dhr"),
     ],
 )
 def test_bad_assignments_are_one_line_errors(items: list[str], names: list[str], words: str) -> None:
@@ -196,3 +198,10 @@ def test_a_path_parameter_takes_a_pathlib_path_from_python() -> None:
     assert reader_spec().check({"reader": Path("/models/rd")}) == {"reader": "/models/rd"}
     with pytest.raises(BadInputError, match="directory path"):
         reader_spec().check({"reader": 3})
+
+
+def test_one_parameter_under_two_names_is_refused_and_one_name_twice_is_the_last() -> None:
+    with pytest.raises(BadInputError, match="'lam' and 'lambda' are the same parameter of dhr"):
+        method("dhr").check({"lam": 1, "lambda": 2})
+    assert parse_assignments(["lam=1", "lam=2"], ["dhr"])["dhr"] == {"lam": 2.0}
+    assert parse_assignments(["dhr.lam=1", "lam=3"], ["dhr"])["dhr"] == {"lam": 3.0}

@@ -184,6 +184,7 @@ class MethodSpec:
     def check(self, params: Mapping[str, Any], *, skip_none: bool = True) -> dict[str, Any]:
         """Canonical names and checked values; an unknown name is a one-line error."""
         out: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
         for key, value in params.items():
             if value is None and skip_none:
                 continue
@@ -191,6 +192,10 @@ class MethodSpec:
             if p is None:
                 known = ", ".join(q.name for q in self.params) or "none"
                 raise BadInputError(f"{self.kind} {self.name!r} has no parameter {key!r} (known: {known})")
+            if p.name in spelled and spelled[p.name] != key:  # lam=1 and lambda=2: which was meant is unknowable
+                raise BadInputError(f"{spelled[p.name]!r} and {key!r} are the same parameter of {self.name} "
+                                    f"({p.name}); give it once")
+            spelled[p.name] = key
             out[p.name] = p.parse(value, self.name, key)
         return out
 
@@ -554,6 +559,7 @@ def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict
     """
     specs = [method(n) for n in names]
     out: dict[str, dict[str, Any]] = {s.name: {} for s in specs}
+    spelled: dict[tuple[str, str], str] = {}  # (method, parameter) → the name it was set under
     for item in items or ():
         key, sep, value = str(item).partition("=")
         key = key.strip()
@@ -573,6 +579,10 @@ def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict
                 f"--set {pname}: no parameter {pname!r} in {', '.join(out)} (parameters: {', '.join(have) or 'none'})"
             )
         for s in chosen:
+            canonical = s.param(pname).name  # type: ignore[union-attr]
+            if spelled.setdefault((s.name, canonical), pname) != pname:
+                raise BadInputError(f"--set {spelled[(s.name, canonical)]} and --set {pname} are the same parameter "
+                                    f"of {s.name} ({canonical}); give it once")
             out[s.name].update(s.check({pname: value}))
     return out
 

@@ -144,6 +144,7 @@ class TestSearchRejects:
             ({"q": "bees", "retriever": "hybrid", "alpha": "inf"}, 422, "alpha"),
             ({"q": "bees", "lambda": "nan"}, 422, "lambda: must be a finite number"),
             ({"q": "bees", "lam": "NaN"}, 422, "lam: must be a finite number"),
+            ({"q": "bees", "lam": "1", "lambda": "2"}, 422, "lam is given under two names"),
             ({"q": "bees", "lamda": "0.3"}, 422, "unknown parameter 'lamda' (did you mean 'lambda'?)"),
             ({"q": "bees", "dhr.lam": "0.3", "zzz": "1"}, 422, "unknown parameters 'dhr.lam', 'zzz'"),
             ({"q": "bees", "max_answer_tokens": "5"}, 422, "unknown parameter 'max_answer_tokens'"),

@@ -224,7 +224,13 @@ def create_app(
             r = service.retriever(retriever, rerank=rerank)
         except HieraError as e:  # an unknown method, one whose index is missing, a reranker the server lacks
             raise _unprocessable(str(e)) from None
-        values = {canonical[n]: v for n, v in given.items() if v is not None and v != ""}
+        values: dict[str, Any] = {}
+        for n, v in given.items():
+            if v is None or v == "":
+                continue
+            if canonical[n] in values:  # ?lam=1&lambda=2: two spellings of one parameter
+                raise _unprocessable(f"{canonical[n]} is given under two names (it has aliases); give it once")
+            values[canonical[n]] = v
         params = {n: v for n, v in values.items() if r.spec.param(n) is not None}
         try:
             params = r.spec.check(params)
