@@ -198,6 +198,18 @@ def test_find_document_takes_an_id_a_title_or_a_redirect(store: CorpusStore) -> 
     assert store.find_document("Blues") is None
 
 
+def test_titles_resolve_as_wikipedia_compares_them(store: CorpusStore) -> None:
+    """Underscores are spaces and the first letter's case does not count; other letters' case does."""
+    store.ingest([Redirect(alias="Jazz music", target="Jazz")])
+    for typed, want in [("python_(programming_language)", "python-language"), ("Roman_Empire", "roman-empire"),
+                        ("roman  Empire", "roman-empire"), ("jazz_music", "jazz"), ("chess", "chess")]:
+        assert store.resolve_title(typed) == want, typed
+    assert store.resolve_title("Roman empire") is None and store.resolve_title("Roman_Empires") is None
+    with store._conn() as conn:  # a store written before the title-key table: the same answers, by one pass
+        conn.execute("DROP TABLE title_keys")
+    assert store.resolve_title("roman_Empire") == "roman-empire" and store.resolve_title("Roman empire") is None
+
+
 def test_nested_sections_are_counted(tmp_path: Path) -> None:
     s = CorpusStore(tmp_path / "c", create=True)
     doc = Document(

@@ -252,7 +252,7 @@ def register(add: AddCommand) -> None:
     sp = add("remove", cmd_remove, "remove documents from an indexed collection (its build is updated, not rebuilt)")
     sp.add_argument("index")
     sp.add_argument("--ids", nargs="+", metavar="ID", help="document ids")
-    sp.add_argument("--titles", nargs="+", metavar="TITLE", help="document titles (or redirects to them)")
+    sp.add_argument("--titles", nargs="+", metavar="TITLE", help="document titles or redirects to them, as Wikipedia compares titles (_ is a space; the first letter's case does not count)")
     sp.add_argument("--source", default=None, metavar="NAME", help="every document of this source")
     sp.add_argument("--filter", default=None, metavar="EXPR", help="every document this filter matches (as in search)")
     _change_options(sp)

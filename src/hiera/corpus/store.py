@@ -376,12 +376,27 @@ class CorpusStore:
         return Document.from_dict(json.loads(row[0])) if row else None
 
     def resolve_title(self, title: str) -> str | None:
-        """Document id for a title or redirect alias (exact match)."""
+        """Document id for a title or redirect alias: the exact title first, else as Wikipedia compares titles
+        (:func:`~hiera.corpus.dedup.title_key`: ``_`` is a space, the first letter's case does not count), which
+        is how people copy titles out of URLs and sentences ("nikola_Tesla")."""
         conn = self._conn()
         target = conn.execute("SELECT target FROM aliases WHERE alias=?", (title,)).fetchone()
         name = target[0] if target else title
         row = conn.execute("SELECT id FROM documents WHERE title=?", (name,)).fetchone()
-        return row[0] if row else None
+        if row:
+            return row[0]
+        key = title_key(title)
+        target = conn.execute("SELECT target FROM aliases WHERE alias=?", (key,)).fetchone()
+        for k in dict.fromkeys([key, title_key(name), *([title_key(target[0])] if target else [])]):
+            try:
+                row = conn.execute("SELECT d.id FROM title_keys k JOIN documents d ON d.id = k.doc_id WHERE k.key = ? "
+                                   "ORDER BY d.rowid LIMIT 1", (k,)).fetchone()
+            except sqlite3.OperationalError:  # a store written before title keys: one pass over the titles
+                row = next(((i,) for i, t in conn.execute("SELECT id, title FROM documents ORDER BY rowid")
+                            if title_key(t) == k), None)
+            if row:
+                return row[0]
+        return None
 
     def find_document(self, key: str) -> Document | None:
         """The document whose id is ``key``, else the one whose title or redirect alias it is (what a person types)."""
