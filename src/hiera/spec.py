@@ -306,7 +306,7 @@ LAM = Param(
     min=0.0, max=100.0, aliases=("lambda",), tunable=True, grid=tuple(round(0.1 * i, 2) for i in range(21)),
 )
 TOP_DOCS = Param(
-    "top_docs", "int", 100, "DHR: documents the document stage keeps before their passages are scored (the paper's k1)",
+    "top_docs", "int", 100, "DHR: documents the document stage keeps before their passages are scored (the paper's k1; k passages come from their passages only)",
     min=1, max=100_000, aliases=("k1",), tunable=True, grid=(10, 20, 50, 100),
 )
 DOC_STAGE = Param(
