@@ -25,6 +25,8 @@ def test_answer_json_and_text(squad_tiny, tiny_reader: Path, capsys):
     assert main(["answer", str(root), q.text, "--reader", str(tiny_reader), "-r", "bm25", "-k", "3"]) == 0
     text = capsys.readouterr().out
     assert f"[[{a['text']}]]" in text and "read" in text.splitlines()[0]
+    # the timings, then where the search ran, as `hiera search` prints them
+    assert "answered-by" not in text.splitlines()[0] and text.splitlines()[1] == "answered by: BM25 on cpu"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import argparse
 import json
 
 from hiera.cli.common import AddCommand, add_device_option
+from hiera.cli.search import trace_lines
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
@@ -42,8 +43,10 @@ def cmd_answer(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out.to_dict(), indent=2, ensure_ascii=False))
         return 0
-    print(f"{out.results.retriever} → {reader.name} · {len(out.results.hits)} passages read · "
-          + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in out.trace))
+    timings, where = trace_lines(out.trace)
+    print(f"{out.results.retriever} → {reader.name} · {len(out.results.hits)} passages read · {timings}")
+    if where:
+        print(where)
     if not out.answers:
         print("no answer: the passages hold no span the reader accepts")
     texts = {h.passage_id: h.text for h in out.results.hits}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hiera.cli.common import AddCommand, add_device_option, print_json
 from hiera.spec import add_set_option
+
+if TYPE_CHECKING:
+    from hiera.results import TraceStep
 
 RETRIEVER_FLAGS = ("--retriever", "-r")
 
@@ -83,13 +86,10 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     if args.json:
         print_json(res.to_dict())
         return 0
-    timed_steps = [s for s in res.trace if s.name != "answered-by"]
-    print(f"{res.retriever} · {res.level} · {len(res)} results · " + ", ".join(f"{s.name} {s.ms:.1f} ms" for s in timed_steps))
-    where = next((s.detail for s in res.trace if s.name == "answered-by"), None)
+    timings, where = trace_lines(res.trace)
+    print(f"{res.retriever} · {res.level} · {len(res)} results · {timings}")
     if where:
-        how = f"{where['dense_search']} dense search" if "dense_search" in where else "BM25"
-        stage = f", passage stage {where['passage_stage']}" if "passage_stage" in where else ""
-        print(f"answered by: {how} on {where['device']}{stage}")
+        print(where)
     print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
     for h in res:
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
@@ -101,6 +101,17 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
 
         print("\n" + trace_tree(res))
     return 0
+
+
+def trace_lines(trace: Sequence[TraceStep]) -> tuple[str, str]:
+    """A trace as the terminal shows it: the timed steps on one line, and where the search ran (or "")."""
+    timings = ", ".join(f"{s.name} {s.ms:.1f} ms" for s in trace if s.name != "answered-by")
+    where = next((s.detail for s in trace if s.name == "answered-by"), None)
+    if not where:
+        return timings, ""
+    how = f"{where['dense_search']} dense search" if "dense_search" in where else "BM25"
+    stage = f", passage stage {where['passage_stage']}" if "passage_stage" in where else ""
+    return timings, f"answered by: {how} on {where['device']}{stage}"
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
