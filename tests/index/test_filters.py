@@ -20,7 +20,8 @@ def _docs() -> list[Document]:
         meta: dict = {"source": "alpha" if i % 3 else "beta", "year": 2000 + i, "published": f"2019-{i + 1:02d}-01",
                       "draft": i % 4 == 0, "tags": ["x", f"t{i % 2}"],
                       # times with offsets, as APIs write them: even ones two hours ahead of UTC, odd ones in UTC
-                      "stamp": f"2020-01-01T{i:02d}:30:00" + ("+02:00" if i % 2 == 0 else "Z")}
+                      "stamp": f"2020-01-01T{i:02d}:30:00" + ("+02:00" if i % 2 == 0 else "Z"),
+                      "rank": "unknown" if i == 3 else i}  # one text value among numbers: the field is text
         if i == 5:  # a merged document: its parts' sources in metadata.sources
             meta["sources"] = [{"id": "d5", "source": "alpha"}, {"id": "d5b", "source": "ovos"}]
         if i == 7:
@@ -83,8 +84,8 @@ def test_fields_and_types(fcol: Collection) -> None:
     fields = {f["field"]: f for f in fields_of(fcol)}
     assert {k: v["type"] for k, v in fields.items()} == {
         "id": "text", "title": "text", "source": "list", "categories": "list", "metadata.draft": "bool",
-        "metadata.published": "date", "metadata.source": "text", "metadata.stamp": "date", "metadata.tags": "list",
-        "metadata.year": "number",
+        "metadata.published": "date", "metadata.rank": "text", "metadata.source": "text", "metadata.stamp": "date",
+        "metadata.tags": "list", "metadata.year": "number",
         "section": "text"}
     assert fields["metadata.year"]["count"] == 11 and fields["section"]["level"] == "passage"
     assert fields["section"]["count"] == fcol.n_passages
@@ -97,6 +98,8 @@ def test_fields_and_types(fcol: Collection) -> None:
     ("published >= yesterday", "field 'published' is a date"),
     ("draft = maybe", "field 'draft' is true or false"),
     ("year contains 3", "field 'year' is number"),
+    ("rank > 3", "field 'rank' is text (not number: 1 of its 12 values are not numbers, e.g. 'unknown'); '>' needs"),
+    ("title < b", "field 'title' is text; '<' needs"),  # mostly text: no reason to give
     ("year > nan", "field 'year' is a number; 'nan' is not"),
     ("year < inf", "field 'year' is a number; 'inf' is not"),
     ("year = 2_019", "field 'year' is a number; '2_019' is not"),

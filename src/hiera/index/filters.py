@@ -363,11 +363,26 @@ def _check(node: Node, fields: dict[str, Field]) -> None:
             known = ", ".join(k for k in fields if not k.startswith("metadata."))
             raise BadInputError(f"filter: unknown field {leaf.field!r} (fields: {known})")
         if leaf.op not in KIND_OPS[f.kind]:
-            raise BadInputError(f"filter: field {leaf.field!r} is {f.kind}; {leaf.op!r} needs a number or date field"
-                                if leaf.op in ORDERED else
+            raise BadInputError(f"filter: field {leaf.field!r} is {f.kind}{_why_text(f)}; {leaf.op!r} needs a number "
+                                "or date field" if leaf.op in ORDERED else
                                 f"filter: field {leaf.field!r} is {f.kind}; it takes {' '.join(KIND_OPS[f.kind])}")
         for v in leaf.values:
             _coerce(f, leaf.field, v)
+
+
+def _why_text(f: Field) -> str:
+    """For a text field most of whose values are numbers or dates: the values that made it text, so that the
+    document with ``"year": "unknown"`` can be found and mended (one such value types the field for every query)."""
+    if f.kind != "text":
+        return ""
+    present = [v for v in f.values if v is not None]
+    # a text field holds every value as text (numbers as JSON writes them)
+    for kind, ok in (("number", lambda v: bool(_NUMBER.match(v))), ("date", lambda v: _date(v) is not None)):
+        odd = [v for v in present if not ok(v)]
+        if present and len(odd) <= len(present) // 2:
+            shown = ", ".join(repr(v) for v in list(dict.fromkeys(map(str, odd)))[:3])
+            return f" (not {kind}: {len(odd):,} of its {len(present):,} values are not {kind}s, e.g. {shown})"
+    return ""
 
 
 def _coerce(f: Field, name: str, v: str) -> Any:
