@@ -114,7 +114,14 @@ def writer_lock(
     """
     root = Path(root)
     if create:
-        root.mkdir(parents=True, exist_ok=True)
+        from hiera.errors import BadInputError
+
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise BadInputError(f"{root} is a file, not a collection directory; choose another --index") from None
+        except PermissionError as e:
+            raise BadInputError(f"cannot create the collection directory {root}: {e.strerror}") from None
     elif not root.is_dir():
         from hiera.errors import IndexMissingError
 

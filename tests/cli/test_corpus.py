@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import helpers
+import pytest
 from helpers import run_cli
 
+from hiera.cli import main
 from hiera.collection import Collection
 from hiera.corpus.split import split_document
 from hiera.corpus.store import CorpusStore
@@ -27,3 +29,14 @@ def test_stats_json(shared_root: Path, col: Collection, capsys) -> None:
     assert data["index"]["faiss"] == col.faiss_types  # the index kinds the live build has
     rc, out, _ = run_cli(capsys, "stats", str(shared_root))
     assert rc == 0 and f"documents: {len(docs)}" in out
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "ten"])
+def test_max_words_below_one_is_an_argument_error(tmp_path: Path, capsys, value: str) -> None:
+    src = tmp_path / "d.jsonl"
+    src.write_text('{"id": "a", "title": "A", "lead": ["Some text."]}\n')
+    with pytest.raises(SystemExit) as e:
+        main(["ingest", str(src), "--format", "hiera-jsonl", "--index", str(tmp_path / "col"), "--max-words", value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --max-words:" in err and "document" not in err
+    assert not (tmp_path / "col").exists()

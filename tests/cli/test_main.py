@@ -21,10 +21,19 @@ from helpers import run_cli
         (["search", "{missing}", "q"], "not a hiera collection"),
         (["stats", "{missing}"], "not a hiera collection"),
         (["search", "{root}", "q", "--passage-encoder", "{missing}"], "not a local directory"),
+        (["ingest", "{missing}", "--format", "hiera-jsonl", "--index", "{file}"], "is a file, not a collection"),
+        (["eval", "{root}", "--questions", "{missing}", "--format", "squad", "--out", "{file}"],
+         "--out {file}: a file is in the way"),
+        (["eval", "{root}", "--questions", "{empty}", "--format", "squad", "--retrievers", "bm25"], "no questions in it"),
     ],
 )
 def test_user_errors_are_one_line(shared_root: Path, tmp_path: Path, capsys, argv: list[str], needle: str) -> None:
-    args = [a.format(root=shared_root, missing=tmp_path / "missing") for a in argv]
+    (tmp_path / "afile").write_text("not a directory\n")
+    (tmp_path / "empty.json").write_text('{"data": []}\n')
+    names = {"root": shared_root, "missing": tmp_path / "missing", "file": tmp_path / "afile",
+             "empty": tmp_path / "empty.json"}
+    args = [a.format(**names) for a in argv]
+    needle = needle.format(**names)
     rc, out, err = run_cli(capsys, *args)
     assert rc == 2
     assert out == ""

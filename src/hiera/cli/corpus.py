@@ -15,7 +15,7 @@ def _rules(args: argparse.Namespace):
 
     if args.max_words is None and args.title_sep is None:
         return None
-    return PassageRules(max_words=args.max_words or 100, title_sep=args.title_sep if args.title_sep is not None else ", ")
+    return PassageRules(max_words=100 if args.max_words is None else args.max_words, title_sep=args.title_sep if args.title_sep is not None else ", ")
 
 
 def _report_ingest(report, args: argparse.Namespace) -> None:
@@ -204,6 +204,17 @@ def _duplicates_option(sp: argparse.ArgumentParser) -> None:
     )
 
 
+def _words(text: str) -> int:
+    """``--max-words``'s type: a passage length of at least one word."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def _share(text: str) -> float:
     """``--compact-at``'s type: a share in (0, 1]."""
     try:
@@ -233,7 +244,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--format", "-f", required=True, help=f"one of: {', '.join(sorted(FORMATS))}")
     sp.add_argument("--index", "-i", required=True, help="collection directory")
     sp.add_argument("--skip-bad", action="store_true", help="skip malformed records and count them")
-    sp.add_argument("--max-words", type=int, default=None, help="passage length limit (default 100)")
+    sp.add_argument("--max-words", type=_words, default=None, help="passage length limit (default 100)")
     sp.add_argument("--title-sep", default=None, help='passage title separator (default ", ")')
     sp.add_argument("--no-index", action="store_true",
                     help="store the documents only: a built collection's searches are then refused until "

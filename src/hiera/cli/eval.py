@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,6 +54,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # unknown names and bad values fail before any work; reader parameters only with a reader
     _question_options(args)
     params, read_params = parse_reader_assignments(args.set, names) if args.reader else (parse_assignments(args.set, names), {})
+    if args.out:
+        _output_dir(Path(args.out))  # a file there, or no right to write: said now, not after the evaluation
     if args.format == "quest":
         if args.filter:
             raise BadInputError("--filter does not apply to --format quest yet")
@@ -153,6 +156,18 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
     else:
         print(markdown_table(runs))
     return 0
+
+
+def _output_dir(out: Path) -> None:
+    """Create ``--out`` (or find it) and check that it takes files; a one-line error otherwise."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise BadInputError(f"--out {out}: a file is in the way; give a directory") from None
+    except OSError as e:
+        raise BadInputError(f"--out {out}: cannot create it ({e.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise BadInputError(f"--out {out}: cannot write there (permission denied)")
 
 
 def _write_outputs(

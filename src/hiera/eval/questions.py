@@ -483,7 +483,10 @@ def load_questions(
         raise BadInputError(f"format {fmt!r} does not take option(s) {', '.join(unknown)}; it takes: {known}")
     if "rules" in params:
         options["rules"] = rules
-    return loader(path, limit=limit, **options)
+    questions = loader(path, limit=limit, **options)
+    if not questions:  # an evaluation of nothing would print an empty table and exit 0
+        raise BadInputError(f"{path}: no questions in it (read as {fmt})")
+    return questions
 
 
 __all__ = [
