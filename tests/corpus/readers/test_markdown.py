@@ -99,6 +99,21 @@ def test_title_only_when_h1_opens_the_file(tmp_path: Path):
     ]
 
 
+@pytest.mark.parametrize(("text", "title", "leaves"), [
+    ("Setext Title\n============\n\nBody.\n\nSection Two\n-----------\n\nMore.\n", "Setext Title",
+     [((), ["Body."]), (("Section Two",), ["More."])]),
+    ("---\ntitle: \"From: front matter\"\ndate: 2020-01-01\n---\n\nBody.\n\n## Part\n\nMore.\n",
+     "From: front matter", [((), ["Body."]), (("Part",), ["More."])]),
+    ("---\ntitle: Same\n---\n# Same\n\nBody.\n", "Same", [((), ["Body."])]),  # the H1 repeats it
+    ("---\ntitle: Front\n---\n# Other\n\nBody.\n", "Other", [((), ["Body."])]),  # the visible title wins
+])
+def test_a_setext_h1_or_front_matter_title_is_the_title(tmp_path: Path, text: str, title: str, leaves: list) -> None:
+    path = tmp_path / "b.md"
+    path.write_text(text, encoding="utf-8")
+    (doc,) = read_markdown(path)
+    assert doc.title == title and list(doc.leaves()) == leaves
+
+
 def test_non_utf8_file_goes_to_on_bad(notes: Path, collect):
     bad = notes / "guides" / "latin.md"
     bad.write_bytes(b"# Caf\xe9\n\ntext\n")

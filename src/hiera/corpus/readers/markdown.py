@@ -5,13 +5,14 @@ reproducible; files and folders whose name starts with a dot (``.github``,
 ``.obsidian``) are skipped as tooling, not content. Each file is one document:
 
 * id = path relative to the folder, without ``.md`` (``guides/setup``);
-* title = a ``# H1`` that opens the file, else the file stem;
+* title = a ``# H1`` (or an ``===``-underlined line) that opens the file, else the front matter's ``title:``
+  (where Hugo and Jekyll keep it), else the file stem;
 * ``##`` is a level-1 section, ``###`` its child, and so on; a later ``#``
   heading is a level-1 section too; setext headings (``===``/``---``
   underlines) count as ``#``/``##``;
 * text before the first section is the lead; paragraphs are blank-line
   separated blocks with whitespace normalized;
-* YAML front matter (a ``---`` block at the top), fenced code blocks
+* YAML front matter (a ``---`` block at the top) but for its title, fenced code blocks
   (```` ``` ```` / ``~~~``), HTML comments and link definitions are skipped,
   because code and metadata match queries on identifiers rather than meaning;
 * inline markup is reduced to its text (links and emphasis keep their words,
@@ -38,6 +39,7 @@ SOURCE = "markdown"
 # spaces): a span stops at the next delimiter instead of backtracking over the rest of the line.
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(.+)$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _LINK_DEF = re.compile(r"^ {0,3}\[[^\[\]]+\]:\s*\S")
 _LIST_OR_QUOTE = re.compile(r"^\s*(?:>\s?)*\s*(?:(?:[-*+]|\d{1,9}[.)])\s+)?")
@@ -85,13 +87,14 @@ def _hidden(rel: Path) -> bool:
 
 def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | None:
     """Build the title tree of one markdown text; ``None`` if it has no text."""
-    lines = _strip_front_matter(_strip_comments(text).splitlines())
+    lines, front_title = _strip_front_matter(_strip_comments(text).splitlines())
     title: str | None = None
     lead: list[str] = []
     sections: list[Section] = []
     stack: list[tuple[int, Section]] = []  # (number of '#', section)
     block: list[str] = []
     seen_content = False
+    block_opens_file = False  # the block being read is the file's first content (a setext title's text)
 
     def target() -> list[str]:
         return stack[-1][1].paragraphs if stack else lead
@@ -102,12 +105,12 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
         if any(c.isalnum() for c in para):
             target().append(para)
 
-    def heading(level: int, raw: str) -> None:
+    def heading(level: int, raw: str, opens_file: bool) -> None:
         nonlocal title, seen_content
         head = _inline(raw)
         if not head:
             return
-        if level == 1 and title is None and not seen_content:
+        if level == 1 and title is None and opens_file:
             title = head
             seen_content = True
             return
@@ -133,19 +136,21 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
         atx = _ATX.match(line)
         if atx:
             flush()
-            heading(len(atx.group(1)), _strip_closing(atx.group(2) or ""))
+            heading(len(atx.group(1)), _strip_closing(atx.group(2) or ""), not seen_content)
             continue
         setext = _SETEXT.match(line)
         if setext and block:
             raw = " ".join(block)
             block.clear()
-            heading(1 if setext.group(1)[0] == "=" else 2, raw)
+            heading(1 if setext.group(1)[0] == "=" else 2, raw, block_opens_file)
             continue
         if not line.strip():
             flush()
             continue
         if setext or _LINK_DEF.match(line):
             continue  # a thematic break or a link definition: no prose
+        if not block:
+            block_opens_file = not seen_content
         block.append(_LIST_OR_QUOTE.sub("", line, count=1).replace("|", " "))
         seen_content = True
     flush()
@@ -154,7 +159,7 @@ def parse_markdown(doc_id: str, default_title: str, text: str) -> Document | Non
         return None
     return Document(
         id=doc_id,
-        title=title or default_title,
+        title=title or front_title or default_title,
         lead=lead,
         sections=sections,
         metadata={"source": SOURCE},
@@ -184,13 +189,15 @@ def _strip_closing(content: str) -> str:
     return content
 
 
-def _strip_front_matter(lines: list[str]) -> list[str]:
+def _strip_front_matter(lines: list[str]) -> tuple[list[str], str | None]:
+    """The lines after a YAML front matter block, and its ``title:`` (Hugo, Jekyll and Obsidian keep it there)."""
     if not lines or lines[0].strip() != "---":
-        return lines
+        return lines, None
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
-            return lines[i + 1 :]
-    return lines  # never closed: it was a thematic break, not front matter
+            title = next((m.group(1) for m in map(_FRONT_TITLE.match, lines[1:i]) if m), None)
+            return lines[i + 1 :], (_inline(title.strip().strip("\"'")) or None) if title else None
+    return lines, None  # never closed: it was a thematic break, not front matter
 
 
 def _inline(text: str) -> str:
