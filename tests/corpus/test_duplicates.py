@@ -251,3 +251,21 @@ def test_ingest_command_line(tmp_path: Path, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["merged"] == 1
     with pytest.raises(SystemExit):
         main(["ingest", str(b), "--format", "hiera-jsonl", "--index", root, "--duplicates", "fold"])
+
+
+def test_a_documents_own_aliases_resolve_to_it_and_find_its_duplicates(tmp_path: Path) -> None:
+    """hiera-jsonl's ``aliases`` are the document's redirects: they resolve to it, and a later source's document
+    under one of those names is the same document (merged), as through a stored redirect."""
+    root = tmp_path / "c"
+    first = Document(id="anarchism", title="Anarchism", lead=["Anarchism is a political philosophy."],
+                     aliases=["Anarchist", "Anarchy (philosophy)"])
+    ingest([_jsonl(tmp_path / "a.jsonl", first)], "hiera-jsonl", root, progress=False)
+    store = CorpusStore(root)
+    assert store.stats()["aliases"] == 2
+    assert store.resolve_title("Anarchist") == "anarchism" and store.resolve_title("anarchy_(philosophy)") == "anarchism"
+    assert store.find_document("Anarchist").id == "anarchism"
+    store.close()
+    later = Document(id="Anarchist", title="Anarchist", lead=["Anarchists reject involuntary hierarchy."])
+    rep = ingest([_jsonl(tmp_path / "b.jsonl", later)], "hiera-jsonl", root, progress=False)
+    assert (rep.documents, rep.merged) == (0, 1)
+    assert CorpusStore(root).canonical_id("Anarchist") == "anarchism"

@@ -592,7 +592,7 @@ class _Writer:
     def duplicate_of(self, doc: Document) -> str | None:
         """The id of a document of an earlier source with ``doc``'s title key, directly or through a redirect."""
         key = title_key(doc.title)
-        keys = {key}
+        keys = {key, *(title_key(a) for a in doc.aliases if a.strip())}  # its own other names count as redirects
         names = (doc.title, key)
         for (target,) in self.conn.execute("SELECT target FROM aliases WHERE alias IN (?, ?)", names):
             keys.add(title_key(target))
@@ -672,6 +672,9 @@ class _Writer:
         )
         self.next_passage += len(passages)
         self.conn.execute("INSERT OR REPLACE INTO title_keys VALUES (?, ?)", (doc.id, title_key(doc.title)))
+        # its other names resolve to it as redirects do (a redirect record already stored keeps its target)
+        self.conn.executemany("INSERT OR IGNORE INTO aliases VALUES (?, ?)",
+                              [(a, doc.title) for a in dict.fromkeys(doc.aliases) if a.strip() and a != doc.title])
         self.report.passages += len(passages)
 
 
