@@ -193,3 +193,26 @@ def test_cli_ingest_unknown_format_and_skip_bad(tmp_path: Path, capsys: pytest.C
     err = capsys.readouterr().err
     assert "ingested 3 documents" in err and "skipped 1 bad records" in err and "line 3" in err
     assert CorpusStore(root).stats()["documents"] == 3
+
+
+def test_an_id_repeated_within_one_file_is_reported_not_counted_as_a_replacement(collection: Path, tmp_path: Path,
+                                                                                 capsys) -> None:
+    a, b = helpers.make_extra_docs()[:2]
+    again = helpers.make_extra_docs()[0]
+    again.lead = ["The second record with this id, the one kept."]
+    src = helpers.write_jsonl(tmp_path / "rep.jsonl", [a, b, again])
+    changed = helpers.make_docs()[0]  # an id the collection already holds: an update, counted as replaced
+    update = helpers.write_jsonl(tmp_path / "upd.jsonl", [changed])
+    before = CorpusStore(collection).stats()["passages"]
+    report = ingest([src, update], "hiera-jsonl", collection, progress=False)
+    assert (report.documents, report.replaced, report.repeated) == (3, 1, [a.id])
+    store = CorpusStore(collection)
+    assert store.get_document(a.id).lead == again.lead and store.stats()["documents"] == 8
+    held = {d: sum(1 for _ in store.iter_passages([d])) for d in (a.id, b.id, changed.id)}
+    assert report.passages == sum(held.values())  # what the three documents now hold, the replaced record's not
+    assert store.stats()["passages"] - before == held[a.id] + held[b.id]  # (the update replaced as many as it has)
+    rc = main(["ingest", str(src), "--format", "hiera-jsonl", "--index", str(tmp_path / "new"), "--no-index"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "ingested 2 documents (0 replaced)" in err
+    assert f"1 record repeated an id given earlier in the same file, and the last record of each id was kept: " \
+           f"'{a.id}'" in err

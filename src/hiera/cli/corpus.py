@@ -27,6 +27,12 @@ def _report_ingest(report, args: argparse.Namespace) -> None:
         msg += f"; merged {report.merged} documents into the one another source already held"
     if report.duplicates:
         msg += f"; skipped {report.duplicates} documents another source already held"
+    if report.repeated:
+        ids = list(dict.fromkeys(report.repeated))
+        shown = ", ".join(repr(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
+        n = len(report.repeated)
+        msg += (f"; {n} record{'s' if n != 1 else ''} repeated an id given earlier in the same file, and the last "
+                f"record of each id was kept: {shown}")
     if args.skip_bad:
         msg += f"; skipped {report.skipped} bad records"
     log(msg)

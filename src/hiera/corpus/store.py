@@ -87,6 +87,7 @@ class IngestReport:
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     new_doc_ids: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)  # ids given again within one file: the last record is kept
 
 
 @dataclass
@@ -539,11 +540,16 @@ class _Writer:
             row = conn.execute("SELECT doc_id FROM doc_parts WHERE part_id=?", (doc.id,)).fetchone()
             owner = row[0] if row else None
         if owner is not None:  # an update of a document, or of one part of a merged document
+            rowid, earlier = conn.execute("SELECT rowid, n_passages FROM documents WHERE id=?", (owner,)).fetchone()
             parts = self.parts(owner)
             if len(parts) > 1:
                 self.recompose(owner, [Part(doc.id, self.origin, doc) if p.id == doc.id else p for p in parts])
             else:
                 self.write(doc)
+            if rowid >= self.file_start:  # written from this same file: a repeated id, not an update
+                report.repeated.append(doc.id)
+                report.passages -= earlier  # counted when the earlier record was written
+                return
             report.replaced += 1
             report.documents += 1
             return
