@@ -205,3 +205,9 @@ def test_one_parameter_under_two_names_is_refused_and_one_name_twice_is_the_last
         method("dhr").check({"lam": 1, "lambda": 2})
     assert parse_assignments(["lam=1", "lam=2"], ["dhr"])["dhr"] == {"lam": 2.0}
     assert parse_assignments(["dhr.lam=1", "lam=3"], ["dhr"])["dhr"] == {"lam": 3.0}
+
+
+def test_only_the_parameters_hiera_tune_fits_are_labelled_tunable() -> None:
+    """`hiera methods` says "tunable" where `hiera tune` fits the value: dhr's (a shared λ elsewhere is not)."""
+    labelled = {s.name: sorted(p.name for p in s.params if p.tunable) for s in METHODS.values()}
+    assert {n: v for n, v in labelled.items() if v} == {"dhr": ["doc_alpha", "lam", "passage_alpha", "top_docs"]}

@@ -359,7 +359,9 @@ class BuildView:
 
     def need(self, what: str, present: bool) -> None:
         if not present:
-            raise IndexMissingError(f"{self.root}: the {what} index was not built; run `hiera build {self.root}`")
+            # the build left it out on purpose (--no-dense / --no-bm25): building again the same way would not help
+            raise IndexMissingError(f"{self.root}: this build has no {what} index (it was built without it); "
+                                    f"run `hiera build {self.root}` without --no-{what.lower()} to add it")
 
     # -- layout ----------------------------------------------------------------------------------------------
     @cached_property

@@ -301,6 +301,11 @@ DOC_DEPTH = Param(
 )
 
 
+def _untuned(p: Param) -> Param:
+    """A shared parameter in a method ``hiera tune`` does not fit (it fits dhr's): not labelled tunable there."""
+    return replace(p, tunable=False)
+
+
 LAM = Param(
     "lam", "float", 1.0, "DHR: weight of the document score in passage score + λ · document score",
     min=0.0, max=100.0, aliases=("lambda",), tunable=True, grid=tuple(round(0.1 * i, 2) for i in range(21)),
@@ -364,7 +369,8 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             "dhr-parallel", "hiera.retrieve.dhr:DhrParallelRetriever",
             "parallel DHR: every document scored, fused with the flat passage ranking",
-            params=(LAM, DOC_STAGE, DOC_ALPHA, _depth("passages taken from the flat passage index (at least k)", 1000)),
+            params=(_untuned(LAM), DOC_STAGE, _untuned(DOC_ALPHA),
+                    _depth("passages taken from the flat passage index (at least k)", 1000)),
             requires=("dense",),
         ),
         MethodSpec(
@@ -379,7 +385,7 @@ METHODS: dict[str, MethodSpec] = {
         ),
         MethodSpec(
             "bm25-dhr", "hiera.retrieve.dhr:Bm25DhrRetriever", "hierarchical BM25: top documents by BM25, then BM25 over their passages",
-            params=(LAM, TOP_DOCS), requires=("bm25",),
+            params=(_untuned(LAM), _untuned(TOP_DOCS)), requires=("bm25",),
         ),
         MethodSpec(
             "fetchhr", "hiera.retrieve.fetchhr:FetchHRRetriever",

@@ -99,3 +99,11 @@ def test_a_cold_linking_search_parses_in_a_child_and_answers_as_in_process(share
     assert [h["passage_id"] for h in cold["hits"]] == [h.passage_id for h in here.hits] and cold["hits"]
     mentions = next(s for s in cold["trace"] if s["name"] == "mentions")
     assert mentions["detail"]["mentions"] == next(s for s in here.trace if s.name == "mentions").detail["mentions"]
+
+
+def test_a_method_needing_an_index_the_build_left_out_says_how_to_add_it(squad_tiny, capsys) -> None:
+    root, _ = squad_tiny  # built with BM25 only
+    rc, out, err = run_cli(capsys, "search", str(root), "who", "-r", "dense")
+    assert rc == 2 and out == ""
+    assert err.strip() == (f"hiera: error: {root}: this build has no dense index (it was built without it); "
+                           f"run `hiera build {root}` without --no-dense to add it")

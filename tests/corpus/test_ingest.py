@@ -96,6 +96,7 @@ def test_bad_record_shapes_name_their_line(tmp_path: Path) -> None:
                 "[1, 2]",
                 json.dumps({"id": "t", "title": ""}),
                 json.dumps({"id": "s", "title": "S", "sections": [{"paragraphs": ["no title"]}]}),
+                json.dumps({"id": "l", "title": "L", "sections": [{"title": "Part", "level": "one"}]}),
             ]
         )
         + "\n",
@@ -103,8 +104,9 @@ def test_bad_record_shapes_name_their_line(tmp_path: Path) -> None:
     )
     report = ingest([path], "hiera-jsonl", tmp_path / "c", skip_bad=True, progress=False)
     seen = report.skipped_examples
-    assert report.skipped == 3 and report.documents == 1
-    assert [s.split(": ")[1] for s in seen] == ["line 3", "line 4", "line 5"]
+    assert report.skipped == 4 and report.documents == 1
+    assert [s.split(": ")[1] for s in seen] == ["line 3", "line 4", "line 5", "line 6"]
+    assert "section 'Part': 'level' must be a whole number >= 1, not 'one'" in seen[-1]
 
 
 def test_failed_first_ingest_leaves_no_directory(tmp_path: Path) -> None:

@@ -41,7 +41,9 @@ class Section:
         children = data.get("children", [])
         if not isinstance(children, list):
             raise ValueError(f"section {data['title']!r}: 'children' must be a list")
-        lvl = int(data.get("level", level))
+        lvl = data.get("level", level)
+        if isinstance(lvl, bool) or not isinstance(lvl, int) or lvl < 1:
+            raise ValueError(f"section {data['title']!r}: 'level' must be a whole number >= 1, not {lvl!r}")
         return cls(
             title=data["title"],
             level=lvl,

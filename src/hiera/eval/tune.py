@@ -119,8 +119,8 @@ def tune_dhr(
                 if (tk, t1) > (best[0], best[1]):
                     best = (tk, t1, lam, td, pa)
             lam_td = max(scores, key=lambda v: (scores[v], -v))
-            log(f"passage_alpha={pa} top_docs={td}: best lam={lam_td} "
-                f"top{target_k}={scores[lam_td][0]:.4f} top1={scores[lam_td][1]:.4f}")
+            also = f" top1={scores[lam_td][1]:.4f}" if target_k != 1 else ""  # top1 is the target itself at k 1
+            log(f"passage_alpha={pa} top_docs={td}: best lam={lam_td} top{target_k}={scores[lam_td][0]:.4f}{also}")
     # passage_alpha always goes with the lam it was tuned with (0 when not searched)
     chosen: dict[str, Any] = {"lam": best[2], "top_docs": best[3], "passage_alpha": best[4]}
     return TuneResult(params=chosen, target=best[0], top1=best[1], grid=grid, target_k=target_k)
