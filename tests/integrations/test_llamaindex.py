@@ -32,6 +32,9 @@ def test_nodes_with_scores_and_provenance(shared_root: Path) -> None:
     assert set(top.node.metadata["stages"]) == set(local[0].stages)
     llm_view = top.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "Photosynthesis › Calvin cycle" in llm_view and "stages" not in llm_view  # bulky metadata kept out
+    shown = {line.split(": ")[0] for line in llm_view.split("\n\n")[0].splitlines()}  # the metadata block
+    assert shown == {"title", "breadcrumb"}, shown  # no ids or scores either
+    assert top.node.get_content(metadata_mode=MetadataMode.EMBED) == llm_view
     assert [n.node.node_id for n in asyncio.run(r.aretrieve(Q))] == [n.node.node_id for n in nodes]
 
 

@@ -32,7 +32,9 @@ from hiera.spec import Level
 
 __all__ = ["HieraRetriever", "to_nodes"]
 
-HIDDEN = ["stages", "reason", "support", "evidence", "section_path", "rank", "method", "level", "passage_id"]
+# what an LLM or an embedding gains nothing from: ids, scores and per-stage provenance (kept in metadata)
+HIDDEN = ["stages", "reason", "support", "evidence", "section_path", "rank", "score", "method", "level", "passage_id",
+          "doc_id"]
 
 
 def to_nodes(results: Results) -> list[NodeWithScore]:
