@@ -39,7 +39,7 @@ def test_tune_dhr_agrees_with_a_direct_evaluation(col):
     assert max(g["top1"] for g in res.grid) == pytest.approx(res.top1)
 
 
-def test_tune_doc_alpha_and_save(col_copy):
+def test_tune_doc_alpha_and_save(col_copy, capsys):
     root = col_copy
     col = open_collection(root)
     alpha, scores = tune_doc_alpha(col, _questions(), alphas=[0.0, 0.5, 1.0], progress=False)
@@ -53,6 +53,12 @@ def test_tune_doc_alpha_and_save(col_copy):
     assert (build_dir / MANIFEST).read_bytes() == manifest_before  # builds are immutable
     fresh = get_retriever("dhr", open_collection(root))
     assert fresh.defaults["lam"] == 0.4 and fresh.defaults["top_docs"] == 3 and fresh.defaults["doc_alpha"] == alpha
+    # hiera stats shows the tuned values in force beside the build's own defaults
+    from hiera.cli import main
+
+    assert main(["stats", str(root), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["index"]
+    assert shown["tuned"] == {"dhr": {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}} and shown["defaults"] == {}
     # the next build starts from the tuned values, and the old tuning file goes with the old build
     from hiera.index.build import BuildOptions, build
 

@@ -295,7 +295,7 @@ class TestHealthAndPage:
         assert (h["stats"]["documents"], h["stats"]["passages"]) == (stored["documents"], stored["passages"])
         assert h["stats"]["documents"] == len(helpers.make_page_docs())
         assert h["retrievers"] == list(RETRIEVERS)
-        assert h["defaults"] == {}
+        assert h["defaults"] == {} and h["tuned"] == {}
         assert set(h["models"]) == {"doc", "passage"}
         for m in h["models"].values():
             assert m["name"] == "all-MiniLM-L6-v2" and len(m["fingerprint"]) == 12

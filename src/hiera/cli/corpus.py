@@ -156,7 +156,7 @@ def _updates_stats(m: Any) -> dict[str, Any]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from hiera.corpus.store import CorpusStore
-    from hiera.index.manifest import Manifest
+    from hiera.index.manifest import Manifest, read_tuned
     from hiera.index.publish import live_build_dir
 
     store = CorpusStore(Path(args.index))
@@ -172,6 +172,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "faiss": m.faiss,
             "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": m.defaults,
+            "tuned": read_tuned(build_dir),  # hiera tune's values: in force on top of the defaults
             "updates": _updates_stats(m),
         }
         if not stats["index"]["stale"] and not m.shards:

@@ -23,6 +23,7 @@ from hiera.collection import Collection
 from hiera.corpus.tree import Document
 from hiera.corpus.view import document_view
 from hiera.errors import HieraError
+from hiera.index.manifest import read_tuned
 from hiera.index.publish import live_build_dir
 from hiera.retrieve import get_retriever
 from hiera.retrieve.protocol import Retriever
@@ -173,6 +174,7 @@ class Service:
             "passage_stage": self.col.passage_backend,
             "profile": m.profile or {"name": "small", "why": "built before profiles existed"},
             "defaults": dict(m.defaults),
+            "tuned": read_tuned(self.col.build_dir),  # hiera tune's values, in force on top of the defaults
             "retriever_params": {n: _jsonable(r.defaults) for n, r in self.retrievers.items()},
             "retriever_levels": {n: list(METHODS[n].levels) for n in self.retrievers},
             "reranker": None
