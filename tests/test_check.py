@@ -165,3 +165,17 @@ def test_unbuilt_collection_is_ok_with_a_warning(tmp_path: Path, capsys) -> None
     CorpusStore(root, create=True).ingest(helpers.make_docs())
     rc, lines = _check(capsys, root)
     assert rc == 0 and lines[0] == "WARN index: no index built yet (run `hiera build`)"
+
+
+def test_a_missing_index_link_beside_a_build_is_an_error_that_says_how_to_mend_it(bm25_copy: Path, capsys) -> None:
+    """Searches fail without the link, so the check fails too (not 'OK' with a warning about old builds)."""
+    (build_name,) = [p.name for p in (bm25_copy / "builds").iterdir() if p.is_dir()]
+    (bm25_copy / "index").unlink()
+    rc, lines = _check(capsys, bm25_copy)
+    assert rc == 1, lines
+    assert _failures(lines) == [
+        f"FAIL index: the index link is missing although builds/ holds {build_name}: searches fail; run "
+        f"`hiera build {bm25_copy}` (or link the newest: ln -s builds/{build_name} {bm25_copy / 'index'})"]
+    assert not any("killed after its swap" in ln for ln in lines)
+    (bm25_copy / "index").symlink_to(f"builds/{build_name}")  # the mend it names
+    assert _check(capsys, bm25_copy)[0] == 0

@@ -64,7 +64,15 @@ def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums:
     _check_builds_dir(root, c)
     link = root / INDEX_LINK
     if not link.is_symlink() and not link.exists():
-        c.warn("index", "no index built yet (run `hiera build`)")
+        builds = root / BUILDS
+        made = sorted(p.name for p in builds.iterdir() if p.is_dir() and not p.name.endswith(".partial")) \
+            if builds.is_dir() else []
+        if made:  # built, but nothing says which build serves: every search fails
+            c.error("index", f"the {INDEX_LINK} link is missing although builds/ holds {', '.join(made[-3:])}: "
+                             f"searches fail; run `hiera build {root}` (or link the newest: "
+                             f"ln -s {BUILDS}/{made[-1]} {root / INDEX_LINK})")
+        else:
+            c.warn("index", "no index built yet (run `hiera build`)")
         return
     build_dir = link.resolve()
     if not build_dir.is_dir():
@@ -190,9 +198,9 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
     partial = sorted(p.name for p in builds.glob("*.partial"))
     if partial:
         c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")
-    other = sorted(
+    other = sorted(  # without a live build, the index check says what the builds there mean
         p.name for p in builds.iterdir()
-        if p.is_dir() and not p.name.endswith(".partial") and (live is None or p.resolve() != live)
+        if p.is_dir() and not p.name.endswith(".partial") and live is not None and p.resolve() != live
     )
     if other:
         c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(other[:5])}")
