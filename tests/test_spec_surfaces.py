@@ -120,6 +120,10 @@ def test_eval_set_reaches_every_listed_method(root: Path, tmp_path: Path, defaul
             argv += ["--set", s]
         _cli(capsys, *argv, "--json")
         params = json.loads((out / "params.json").read_text())[name]
+        run = json.loads((out / "run.json").read_text())  # what the figures were measured on
+        assert run["questions"] == {"path": str(qfile), "format": "nq-open", "limit": None,
+                                    "count": len(helpers.tiny_questions())}
+        assert run["collection"]["build"] == open_collection(root).build_dir.name and run["ks"] == [1, 5]
         for p in spec.params:
             assert params[p.name] == helpers.other_value(p, defaults[name].get(p.name)), (name, p.name)
         # the same settings through Python give the same figures

@@ -114,7 +114,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             plot_topk(runs, out, max(ks))
             return "*.trec, topk.png"
 
-        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files)
+        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
+                       _run_record(args, col, len(questions), ks))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -150,7 +151,8 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
                 r.write(out)
             return "<retriever>.sets.jsonl / .ranking.jsonl (QUEST format)"
 
-        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files)
+        _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
+                       _run_record(args, col, len(queries), list(QUEST_KS)))
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -170,15 +172,31 @@ def _output_dir(out: Path) -> None:
         raise BadInputError(f"--out {out}: cannot write there (permission denied)")
 
 
+def _run_record(args: argparse.Namespace, col: Any, questions: int, ks: list[int]) -> dict[str, Any]:
+    """What a figure in ``results.json`` was measured on: the questions, the collection's build, the options."""
+    from hiera.version import __version__
+
+    return {
+        "questions": {"path": str(args.questions), "format": args.format, "limit": args.limit, "count": questions},
+        "collection": {"path": str(args.index), "build": col.build_dir.name,
+                       "corpus_version": col.manifest.corpus_version},
+        "ks": ks, "filter": args.filter, "rerank": args.rerank, "reader": getattr(args, "reader", None),
+        "read_k": getattr(args, "read_k", None) if getattr(args, "reader", None) else None,
+        "hiera": __version__,
+    }
+
+
 def _write_outputs(
-    out: Path, runs: dict[str, Any], result: dict[str, Any], markdown: str, runs_files: Any
+    out: Path, runs: dict[str, Any], result: dict[str, Any], markdown: str, runs_files: Any, run: dict[str, Any]
 ) -> None:
-    """``--out``: the table, the metrics and each retriever's parameters, then the runs in their own format."""
+    """``--out``: the table, the metrics, each retriever's parameters and what the run read, then the runs in
+    their own format."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown + "\n", encoding="utf-8")
     write_json_atomic(out / "results.json", result)
     write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
-    _log(f"wrote {out}/results.md, results.json, params.json, {runs_files(out)}")
+    write_json_atomic(out / "run.json", run)
+    _log(f"wrote {out}/results.md, results.json, params.json, run.json, {runs_files(out)}")
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -263,7 +281,7 @@ def register(add: AddCommand) -> None:
                     "paragraph_pool.500q.jsonl beside the question file)")
     sp.add_argument("--latency-sample", type=int, default=200, help="questions timed one by one (0: none)")
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, TREC runs and topk.png here")
+    sp.add_argument("--out", default=None, help="also write results.md/.json, params.json, run.json (the questions, build and options measured), TREC runs and topk.png here")
     sp.add_argument("--rerank", default=None, help="rerank every retriever's results with this cross-encoder")
     sp.add_argument("--rerank-depth", type=int, default=20)
     sp.add_argument("--reader", default=None,
