@@ -68,3 +68,20 @@ def test_eval_format_quest_json_and_predictions(quest: dict, tmp_path: Path, cap
     ranking = read_predictions(out / "bm25-doc.ranking.jsonl")
     assert all(len(p.docs) >= 5 for p in ranking.values())
     assert "| sets | all |" in (out / "results.md").read_text()
+
+
+def test_questions_whose_gold_the_collection_lacks_are_noted_and_recorded(squad_tiny, tmp_path: Path, capsys) -> None:
+    root, qfile = squad_tiny
+    data = json.loads(qfile.read_text())
+    stray = {"title": "An_article_not_ingested", "paragraphs": [{"context": "Nothing here is indexed.", "qas": [
+        {"id": "stray", "question": "What is not indexed?", "answers": [{"text": "Nothing", "answer_start": 0}]}]}]}
+    data["data"].append(stray)
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps(data))
+    n = sum(len(p["qas"]) for a in data["data"] for p in a["paragraphs"])
+    out = tmp_path / "out"
+    rc = main(["eval", str(root), "--questions", str(mixed), "--format", "squad", "--retrievers", "bm25",
+               "--ks", "1", "--latency-sample", "0", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 0 and f"note: 1 of {n} questions name gold documents {root} does not hold" in err
+    assert json.loads((out / "run.json").read_text())["questions_without_gold"] == 1

@@ -42,7 +42,13 @@ def _log(msg: str) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
     from hiera.eval.questions import load_questions
-    from hiera.eval.run import evaluate_retriever, markdown_table, plot_topk, write_trec
+    from hiera.eval.run import (
+        evaluate_retriever,
+        markdown_table,
+        plot_topk,
+        questions_without_gold,
+        write_trec,
+    )
     from hiera.index.exact import resolve_placement
     from hiera.retrieve import get_retriever
     from hiera.spec import MAX_K, parse_assignments, parse_reader_assignments
@@ -82,6 +88,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     questions = load_questions(args.questions, args.format, limit=args.limit, rules=col.store.rules,
                                **_question_options(args))
     log = _log if not args.quiet else (lambda m: None)
+    absent = questions_without_gold(col, questions)
+    if absent:
+        _log(f"note: {absent} of {len(questions)} questions name gold documents {args.index} does not hold; "
+             "every retriever misses them (is this the collection the questions were written for?)")
     reranker = None
     if args.rerank:
         from hiera.crossencoder import Reranker
@@ -115,7 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             return "*.trec, topk.png"
 
         _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
-                       _run_record(args, col, len(questions), ks))
+                       {**_run_record(args, col, len(questions), ks), "questions_without_gold": absent})
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -49,6 +49,20 @@ def _canonical_ids(col: Any) -> Callable[[str], str]:
     return lambda doc_id: store.canonical_id(doc_id) or doc_id
 
 
+def questions_without_gold(col: Any, questions: Sequence[Question]) -> int:
+    """How many questions name gold documents of which none is in the collection: every retriever misses them,
+    so a figure over them says more about the questions file than about the retriever."""
+    store = col.store
+    known: dict[str, bool] = {}
+
+    def held(doc_id: str) -> bool:
+        if doc_id not in known:
+            known[doc_id] = store.canonical_id(doc_id) is not None
+        return known[doc_id]
+
+    return sum(1 for q in questions if q.gold_docs and not any(held(g) for g in q.gold_docs))
+
+
 def _canonical_qrels(qrels: dict[str, int], canonical: Callable[[str], str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for doc_id, rel in qrels.items():
