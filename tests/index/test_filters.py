@@ -83,7 +83,7 @@ def test_an_expression_that_is_not_text_is_named() -> None:
 def test_fields_and_types(fcol: Collection) -> None:
     fields = {f["field"]: f for f in fields_of(fcol)}
     assert {k: v["type"] for k, v in fields.items()} == {
-        "id": "text", "title": "text", "source": "list", "categories": "list", "metadata.draft": "bool",
+        "id": "list", "title": "text", "source": "list", "categories": "list", "metadata.draft": "bool",
         "metadata.published": "date", "metadata.rank": "text", "metadata.source": "text", "metadata.stamp": "date",
         "metadata.tags": "list", "metadata.year": "number",
         "section": "text"}
@@ -126,6 +126,8 @@ DOC_CASES = [
     ("title prefix history", lambda d: int(d.id[1:]) < 6),
     ("title contains 'TOPIC 1'", lambda d: d.id in {"d1", "d10", "d11"}),
     ("id in (d1, d3, nothing)", lambda d: d.id in {"d1", "d3"}),
+    ("id = d5b", lambda d: d.id == "d5"),  # the id of a source document merged into d5 names d5, as remove --ids
+    ("id != d5b and id prefix d1", lambda d: d.id in {"d1", "d10", "d11"}),
     ("metadata.source = beta", lambda d: d.metadata["source"] == "beta"),
     ("stamp >= '2020-01-01T05:30:00Z'", lambda d: _instant(d.metadata["stamp"]) >= _instant("2020-01-01T05:30:00Z")),
     ("stamp < '2020-01-01T09:00:00-01:00'",

@@ -25,7 +25,7 @@ def test_the_mcp_search_tool_takes_a_filter(shared_root: Path) -> None:
     out, _ = call(source, "search", {"query": Q, "filter": "id = nothing"}, schemas)
     assert out["hits"] == []
     for args, message in (({"filter": "colour = red"}, "unknown field 'colour'"),
-                          ({"filter": "id < 3", "method": "bm25"}, "field 'id' is text")):
+                          ({"filter": "id < 3", "method": "bm25"}, "field 'id' is list")):
         with pytest.raises(HieraError, match=message):
             call(source, "search", {"query": Q, **args}, schemas)
 

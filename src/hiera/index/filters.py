@@ -303,8 +303,10 @@ def _read_fields(view: View) -> dict[str, Field]:
     for (_, did, title, md_json, cats_json), pos in zip(rows, at.tolist(), strict=True):
         if pos < 0:
             continue
-        ids[pos], titles[pos] = did, title
         md = (json.loads(md_json) if md_json else None) or {}
+        # its own id, then those of the source documents merged into it (hiera remove --ids finds them too)
+        merged = [s["id"] for s in md.get("sources") or [] if isinstance(s, dict) and isinstance(s.get("id"), str)]
+        ids[pos], titles[pos] = (list(dict.fromkeys([did, *merged])) if merged else did), title  # one str when alone
         srcs = [md["source"]] if isinstance(md.get("source"), str) else []
         srcs += [s["source"] for s in md.get("sources") or [] if isinstance(s, dict) and isinstance(s.get("source"), str)]
         sources[pos] = list(dict.fromkeys(srcs)) or None
@@ -317,7 +319,7 @@ def _read_fields(view: View) -> dict[str, Field]:
                 col = meta[key] = [None] * n_docs
             col[pos] = [str(x) for x in v] if isinstance(v, list) else v
     out = {
-        "id": Field("id", "text", "doc", ids, sum(i is not None for i in ids)),  # a dead position has none
+        "id": Field("id", "list", "doc", ids, sum(i is not None for i in ids)),  # a dead position has none
         "title": Field("title", "text", "doc", titles, sum(t is not None for t in titles)),
         "source": Field("source", "list", "doc", sources, sum(s is not None for s in sources)),
         "categories": Field("categories", "list", "doc", cats, sum(c is not None for c in cats)),
@@ -430,8 +432,9 @@ def _leaf_mask(f: Field, name: str, op: str, raw: tuple[str, ...]) -> np.ndarray
         low = vals[0].lower()
         def test(s: str) -> bool:
             return s.lower().startswith(low)
-    if f.kind == "list":
-        hit = np.fromiter((x is not None and any(test(s) for s in x) for x in f.values), bool, len(f.values))
+    if f.kind == "list":  # a one-element list may be held as its string (ids: most documents have one)
+        hit = np.fromiter((x is not None and (test(x) if isinstance(x, str) else any(test(s) for s in x))
+                           for x in f.values), bool, len(f.values))
     else:
         hit = np.fromiter((x is not None and test(x) for x in f.values), bool, len(f.values))
     return ~hit if op == "!=" else hit
