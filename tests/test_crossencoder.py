@@ -59,3 +59,13 @@ def test_a_missing_or_broken_directory_is_one_error(reranker_dir: Path, tmp_path
     (broken / META_FILE).write_text("{", encoding="utf-8")
     with pytest.raises(HieraError, match="corrupt"):
         Reranker(broken)
+
+
+@pytest.mark.parametrize("which", ["sentence encoder", "reader"])
+def test_a_model_without_a_trained_scoring_head_is_refused(tiny_reader: Path, which: str) -> None:
+    """Loaded as a cross-encoder, an encoder or a reader would get a random head: reranking at random, run to run."""
+    from hiera.encode import resolve_model_path
+
+    path = resolve_model_path("all-MiniLM-L6-v2") if which == "sentence encoder" else tiny_reader
+    with pytest.raises(HieraError, match="is not a cross-encoder .* without a trained scoring head"):
+        Reranker(path)

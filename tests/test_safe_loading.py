@@ -104,7 +104,7 @@ def test_reranker_metadata_is_schema_checked(tmp_path: Path) -> None:
     from hiera.crossencoder import META_FILE, Reranker
 
     model = tmp_path / "rr"
-    shutil.copytree(resolve_model_path(DEFAULT_MODEL), model)
+    shutil.copytree(helpers.tiny_classifier(), model)  # a cross-encoder (its scoring head untrained)
     for meta, message in (('{"threshold": "high"}', "field threshold must be a finite number"),
                           ('{"threshold": 7}', "field threshold must be a number <= 1"),
                           ('{"threshold": 0.5, "dev": []}', "field dev must be an object"),

@@ -29,6 +29,20 @@ META_FILE = "hiera-reranker.json"
 MAX_DEPTH = 1000
 
 
+def _check_scoring_head(path: Path) -> None:
+    """Refuse a directory whose model has no trained scoring head (a sentence encoder, a reader): loaded as a
+    cross-encoder it would get a freshly initialised head, and rerank at random, differently on every run."""
+    try:
+        arch = loads_json((path / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except FileNotFoundError:
+        raise HieraError(f"{path} has no config.json: not a model directory") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        raise HieraError(f"{path}/config.json is not a model configuration") from None
+    if not any(str(a).endswith("ForSequenceClassification") for a in arch):
+        raise HieraError(f"{path} is not a cross-encoder (its model is {', '.join(map(str, arch)) or 'unnamed'}, "
+                         "without a trained scoring head); give a directory made by `hiera train-reranker`")
+
+
 class Reranker:
     """A trained cross-encoder plus its calibrated relevance threshold."""
 
@@ -39,6 +53,7 @@ class Reranker:
         self.device = resolve_device(device)
         self.path = resolve_model_path(model)
         check_weights(self.path, trust_pickle)
+        _check_scoring_head(self.path)
         meta_path = self.path / META_FILE
         self.meta: dict[str, Any] = {}
         if meta_path.exists():
