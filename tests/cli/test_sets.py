@@ -70,3 +70,21 @@ def test_errors_are_hiera_errors():
         cmd_sets_parse(argparse.Namespace(query=" ", json=True, parser="rules"))
     with pytest.raises(BadInputError, match="sub-command"):
         cmd_sets(argparse.Namespace(sets_command=None))
+
+
+def test_a_set_search_in_text_marks_the_members_and_their_support(quest: dict, capsys) -> None:
+    from hiera.builds import open_collection
+    from hiera.cli import main
+    from hiera.retrieve import get_retriever
+
+    query = "American physicists who were not chemists"
+    res = get_retriever("sets", open_collection(quest["root"])).search(query, k=15)
+    assert main(["search", str(quest["root"]), query, "-r", "sets", "-k", "15"]) == 0
+    out = capsys.readouterr().out
+    n = len(res.answer_set)
+    assert f"answer set: {n} member{'s' if n != 1 else ''} of " in out
+    heads = [ln for ln in out.splitlines() if ln[:3].strip().isdigit() and ". " in ln]
+    assert [ln.endswith("∈ answer set") for ln in heads] == [h.doc_id in res.answer_set for h in res.hits]
+    assert out.count("     ✓ ") == sum(len(h.support) for h in res.hits)
+    for h in res.hits:  # every hit's text on one line, the title not repeated in it
+        assert not (h.doc_id not in res.answer_set and h.text.startswith(h.title + "\n"))

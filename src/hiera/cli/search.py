@@ -91,11 +91,18 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     if where:
         print(where)
     print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
+    members = res.answer_set
+    if members is not None:  # a set query: which hits are the answer, and the sentence that says so
+        expr = next((s.detail.get("expression") for s in res.trace if s.name == "parse"), None)
+        print(f"answer set: {len(members)} member{'s' if len(members) != 1 else ''}" + (f" of {expr}" if expr else ""))
     for h in res:
-        print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]")
+        mark = "" if members is None else ("  ∈ answer set" if h.doc_id in members else "  (not a member)")
+        print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]{mark}")
         print(f"     {h.reason()}")
-        text = h.text if len(h.text) <= 300 else h.text[:297] + "..."
-        print(f"     {text}")
+        text = " ".join(h.text.split())  # one line, whatever newlines the text holds
+        print(f"     {text if len(text) <= 300 else text[:297] + '...'}")
+        for constraint, sentence in (h.support or {}).items():
+            print(f"     ✓ {constraint}: {' '.join(sentence.split())}")
     if args.explain:
         from hiera.retrieve.explain import trace_tree
 
