@@ -166,3 +166,30 @@ def test_a_long_passage_is_read_as_the_parts_the_corpus_makes_of_it(tokenizer):
         assert np.array_equal(whole.char_start[w][c], parts.char_start[w][c] + s0)
         for a, b in zip(whole.char_start[w][c], whole.char_end[w][c], strict=True):
             assert text[a:b].strip() and " " not in text[a:b]
+
+
+def test_answers_are_whole_words_even_when_a_word_piece_scores_best(tokenizer):
+    """'Asunción' is several word pieces: logits that prefer a piece inside it still decode to whole words."""
+    text = "Asunción is the capital and largest city of Paraguay, on the river."
+    win = make_windows(tokenizer, "capital?", [("Paraguay", text)], max_length=48, stride=8)
+    ctx = np.flatnonzero(win.context[0])
+    pieces = [t for t in ctx if win.char_end[0, t] <= len("Asunción")]
+    assert len(pieces) >= 2  # the word really is split, or the test proves nothing
+    n, length = win.input_ids.shape
+    start, end = np.zeros((n, length)), np.zeros((n, length))
+    start[0, pieces[1]] = 20.0  # the best start is the second piece ("…ción"), a strong end is the word's end
+    end[0, pieces[-1]] = 20.0
+    start[0, pieces[0]] = 5.0
+    cands = window_candidates([text], win.passage, win.char_start, win.char_end, win.context, start, end,
+                              np.zeros(n), max_answer_tokens=10)
+    assert cands and all((c.start == 0 or not text[c.start - 1].isalnum()) for c in cands)
+    assert all((c.end == len(text) or not text[c.end].isalnum()) for c in cands)
+    assert merge(cands)[0].text == "Asunción"
+    # a comma after a word still ends it: "Paraguay" is a whole-word span
+    para = text.index("Paraguay")
+    p_tok = [t for t in ctx if para <= win.char_start[0, t] < para + len("Paraguay")]
+    start[0], end[0] = 0.0, 0.0
+    start[0, p_tok[0]], end[0, p_tok[-1]] = 20.0, 20.0
+    cands = window_candidates([text], win.passage, win.char_start, win.char_end, win.context, start, end,
+                              np.zeros(n), max_answer_tokens=10)
+    assert merge(cands)[0].text == "Paraguay"

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.read.decode import best_spans, log_softmax
+from hiera.read.decode import best_spans, log_softmax, word_bounds
 from hiera.text import squad_normalize
 
 META_KEY = "decoding"
@@ -56,7 +56,8 @@ def spans_of(lg: Any, max_answer_tokens: int, top_n: int = 20) -> Spans:
     spots: dict[tuple[int, int, int], int] = {}
     for i in range(len(w)):
         p = int(w.passage[i])
-        for sp in best_spans(lg.start[i], lg.end[i], w.context[i], max_answer_tokens, top_n):
+        bounds = word_bounds(lg.texts[p], w.char_start[i], w.char_end[i], w.context[i])
+        for sp in best_spans(lg.start[i], lg.end[i], w.context[i], max_answer_tokens, top_n, bounds):
             s, e = int(w.char_start[i, sp.start]), int(w.char_end[i, sp.end])
             text = lg.texts[p][s:e]
             norm = squad_normalize(text)

@@ -2,8 +2,9 @@
 
 A span's score is ``log P(start) + log P(end)`` with both softmaxes taken over
 the window's passage tokens only (question, title and padding can never be an
-answer). Valid spans start at or before they end and are at most
-``max_answer_tokens`` long. Across windows, an answer's score is
+answer). Valid spans start at or before they end, are at most
+``max_answer_tokens`` long and are made of whole words (a span never starts
+or ends inside a word split into pieces). Across windows, an answer's score is
 
     span log-probability
     + passage_weight · the window's passage-selection log-probability
@@ -68,14 +69,33 @@ def log_softmax(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
+def word_bounds(text: str, char_start: np.ndarray, char_end: np.ndarray,
+                context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of a window's passage tokens may start, and which may end, an answer: not a word piece glued to the
+    letter before it ("ción" of "Asunción"), and not a piece the next one continues, so that an answer is made
+    of whole words (a comma or a hyphen after a word still ends it)."""
+    alnum = np.fromiter((c.isalnum() for c in text), dtype=bool, count=len(text))
+    ctx = np.flatnonzero(context)
+    s, e = np.asarray(char_start)[ctx], np.asarray(char_end)[ctx]
+    glued_before = (s > 0) & alnum[np.clip(s - 1, 0, None)] & alnum[np.clip(s, None, len(text) - 1)]
+    glued_after = (e < len(text)) & alnum[np.clip(e - 1, 0, None)] & alnum[np.clip(e, None, len(text) - 1)]
+    can_start, can_end = np.zeros_like(context, dtype=bool), np.zeros_like(context, dtype=bool)
+    can_start[ctx], can_end[ctx] = ~glued_before, ~glued_after
+    return can_start, can_end
+
+
 def best_spans(
     start_logits: np.ndarray,
     end_logits: np.ndarray,
     context: np.ndarray,
     max_answer_tokens: int,
     top_n: int = 20,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[Span]:
-    """The ``top_n`` best valid spans of one window, best first (ties: earlier, then shorter)."""
+    """The ``top_n`` best valid spans of one window, best first (ties: earlier, then shorter).
+
+    ``bounds`` (:func:`word_bounds`) keeps spans to whole words; the probabilities stay those of every passage
+    token, as the reader was trained."""
     if max_answer_tokens < 1:
         raise ValueError("max_answer_tokens must be at least 1")
     ctx = np.flatnonzero(context)
@@ -83,10 +103,12 @@ def best_spans(
         return []
     ls = log_softmax(start_logits, context)
     le = log_softmax(end_logits, context)
-    n = min(top_n, ctx.size)
+    sctx, ectx = (ctx, ctx) if bounds is None else (np.flatnonzero(bounds[0]), np.flatnonzero(bounds[1]))
+    if sctx.size == 0 or ectx.size == 0:
+        return []
     # the best pairs are built from each side's best positions (stable order: ties go to the earlier token)
-    starts = ctx[np.argsort(-ls[ctx], kind="stable")[:n]]
-    ends = ctx[np.argsort(-le[ctx], kind="stable")[:n]]
+    starts = sctx[np.argsort(-ls[sctx], kind="stable")[: min(top_n, sctx.size)]]
+    ends = ectx[np.argsort(-le[ectx], kind="stable")[: min(top_n, ectx.size)]]
     s, e = np.meshgrid(starts, ends, indexing="ij")
     ok = (s <= e) & (e - s + 1 <= max_answer_tokens)
     s, e = s[ok], e[ok]
@@ -150,7 +172,8 @@ def window_candidates(
         p = int(passage_of[w])
         sw = passage_weight * float(sel[w])
         prior = -rank_weight * float(np.log1p(p))
-        for sp in best_spans(start_logits[w], end_logits[w], context[w], max_answer_tokens, top_n):
+        bounds = word_bounds(texts[p], char_start[w], char_end[w], context[w])
+        for sp in best_spans(start_logits[w], end_logits[w], context[w], max_answer_tokens, top_n, bounds):
             s, e = int(char_start[w, sp.start]), int(char_end[w, sp.end])
             out.append(Candidate(texts[p][s:e], sp.score + sw + prior, p, s, e, sp.score, sw, prior))
     return out
