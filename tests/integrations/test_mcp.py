@@ -52,6 +52,7 @@ def test_stdio_server_tools_results_and_errors(shared_root: Path, untrained_read
         ("get_document", {"id": "no-such-document"}),
         ("no_such_tool", {}),
         ("search", {"query": q, "k": 1}),
+        ("answer", {"query": q, "k": 2, "method": "bm25", "filter": "title = Chess"}),
     ]
     tools, res = asyncio.run(_session(_server(str(shared_root), "--reader", str(untrained_reader)), calls))
 
@@ -66,6 +67,12 @@ def test_stdio_server_tools_results_and_errors(shared_root: Path, untrained_read
     assert by_name["search"].input_schema["additionalProperties"] is False
     assert "candidates" in by_name["set_query"].input_schema["properties"]
     assert "max_answer_tokens" in by_name["answer"].input_schema["properties"]
+    aprops = by_name["answer"].input_schema["properties"]
+    assert "filter" in aprops and "doc_depth" not in aprops  # passages are read: no document-level parameter
+    from hiera.read.reader import Reader
+
+    reader_defaults = Reader(untrained_reader).defaults  # the schema's defaults are what a bare call uses
+    assert all(aprops[n]["default"] == v for n, v in reader_defaults.items() if n in aprops)
 
     search, docs, sets, document, methods, answer = res[:6]
     assert not any(r.is_error for r in res[:6]), [r.content[0].text for r in res[:6] if r.is_error]
@@ -102,6 +109,8 @@ def test_stdio_server_tools_results_and_errors(shared_root: Path, untrained_read
     assert "no document with id or title 'no-such-document'" in texts[5]
     assert "unknown tool 'no_such_tool'" in texts[6]
     assert not res[13].is_error and len(res[13].structured_content["hits"]) == 1
+    filtered = res[14]
+    assert not filtered.is_error and {p["doc_id"] for p in filtered.structured_content["passages"]} == {"chess"}
 
 
 def test_a_hiera_server_behind_the_mcp_server(server_url: str) -> None:

@@ -98,8 +98,18 @@ def _object(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
-def tool_schemas(available: list[str], can_answer: bool) -> dict[str, tuple[str, dict[str, Any]]]:
-    """name → (description, input schema) for the tools this source can serve."""
+FILTER = {"type": "string", "description":
+          "search only what this expression allows, e.g. \"source = wikipedia and year >= 2019\" "
+          "or \"section prefix History\" (fields: id, title, source, categories, metadata keys, "
+          "section; = != in contains prefix < <= > >=, and/or/not)"}
+
+
+def tool_schemas(available: list[str], can_answer: bool,
+                 reader_defaults: dict[str, Any] | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+    """name → (description, input schema) for the tools this source can serve.
+
+    ``reader_defaults``: the reader's decoding when a call sets nothing (a calibrated reader's own values), so
+    that a client filling in the schema's defaults gets the answers a call without them gets."""
     methods = [n for n in METHODS if n in available and n != "sets"]
     default = "dhr" if "dhr" in methods else methods[0] if methods else None
     tools: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -114,10 +124,7 @@ def tool_schemas(available: list[str], can_answer: bool) -> dict[str, tuple[str,
                 "method": {"type": "string", "enum": methods, "default": default, "description": "retrieval method"},
                 "level": {"type": "string", "enum": ["passage", "doc"],
                           "description": "rank passages or documents (default: the method's first level)"},
-                "filter": {"type": "string", "description":
-                           "search only what this expression allows, e.g. \"source = wikipedia and year >= 2019\" "
-                           "or \"section prefix History\" (fields: id, title, source, categories, metadata keys, "
-                           "section; = != in contains prefix < <= > >=, and/or/not)"},
+                "filter": FILTER,
                 **_params(methods),
             }, ["query"]),
         )
@@ -133,6 +140,11 @@ def tool_schemas(available: list[str], can_answer: bool) -> dict[str, tuple[str,
     passage_methods = [n for n in methods if "passage" in METHODS[n].levels]
     if can_answer and passage_methods:
         reader = {p.name: param_schema(p, [reader_spec().name]) for p in reader_spec().params if p.http}
+        for name, value in (reader_defaults or {}).items():
+            if name in reader and value is not None:
+                reader[name]["default"] = value
+        # passages are read: a document-level parameter has nothing to do here
+        search = {n: v for n, v in _params(passage_methods).items() if n != "doc_depth"}
         tools["answer"] = (
             "Answer a question: retrieve k passages and read answer spans from them. Returns ranked answers, "
             "each with its passage's breadcrumb, character offsets and every passage that gave the same answer.",
@@ -141,7 +153,8 @@ def tool_schemas(available: list[str], can_answer: bool) -> dict[str, tuple[str,
                 "k": _k(MAX_READ_K, 10, "passages retrieved and read"),
                 "method": {"type": "string", "enum": passage_methods, "default": default,
                            "description": "retrieval method"},
-                **_params(passage_methods),
+                "filter": FILTER,
+                **search,
                 **reader,
             }, ["query"]),
         )
@@ -261,9 +274,9 @@ def call(source: Source, name: str, args: dict[str, Any], schemas: dict[str, tup
     if name == "answer":
         m = args.get("method", props["method"]["default"])
         rnames = {p.name for p in READERS[reader_spec().name].params}
-        params = {n: v for n, v in _split(args, ("query", "k", "method")).items() if n not in rnames}
+        params = {n: v for n, v in _split(args, ("query", "k", "method", "filter")).items() if n not in rnames}
         read = {n: v for n, v in args.items() if n in rnames}
-        return answer_payload(source.answer(args["query"], k, m, params, read))
+        return answer_payload(source.answer(args["query"], k, m, params, read, args.get("filter")))
     if name == "get_document":
         return document_payload(source.document(args["id"]))
     methods = source.methods()
@@ -272,7 +285,7 @@ def call(source: Source, name: str, args: dict[str, Any], schemas: dict[str, tup
 
 def create_server(source: Source) -> Server:
     """The MCP server over ``source``: its tools listed from the registry, each call run in a worker thread."""
-    schemas = tool_schemas(source.available(), source.can_answer())
+    schemas = tool_schemas(source.available(), source.can_answer(), source.reader_defaults())
     limiter = anyio.CapacityLimiter(1)  # one search at a time: the collection's models are shared
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:

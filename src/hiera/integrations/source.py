@@ -67,7 +67,12 @@ class Source(Protocol):
     def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
                filter: str | None = None) -> Results: ...
 
-    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]: ...
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any],
+               filter: str | None = None) -> dict[str, Any]: ...
+
+    def reader_defaults(self) -> dict[str, Any]:
+        """The reader's decoding as it answers when a request sets nothing (its calibration included); {} without one."""
+        ...
 
     def can_answer(self) -> bool: ...
 
@@ -122,15 +127,20 @@ class LocalSource:
     def can_answer(self) -> bool:
         return self.reader is not None
 
-    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any],
+               filter: str | None = None) -> dict[str, Any]:
         if self.reader is None:
             raise HieraError("no reader: give one (a hiera train-reader directory) to answer questions")
         from hiera.read.pipeline import answer
 
         checked = check_request(method, k, "passage", params)
-        out = answer(self._retriever(method), self.reader, query, k=k, search_params=checked,
+        out = answer(self._retriever(method), self.reader, query, k=k,
+                     search_params={**checked, **({"filter": filter} if filter else {})},
                      read_params=reader_spec().check(read), sep=self.col.store.title_sep)
         return out.to_dict()
+
+    def reader_defaults(self) -> dict[str, Any]:
+        return {} if self.reader is None else {n: v for n, v in self.reader.defaults.items() if n != "reader"}
 
     def document(self, doc_id: str) -> dict[str, Any]:
         from hiera.corpus.view import document_view
@@ -177,9 +187,15 @@ class RemoteSource:
     def can_answer(self) -> bool:
         return self._served().get("reader") is not None
 
-    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    def reader_defaults(self) -> dict[str, Any]:
+        reader = self._served().get("reader") or {}
+        return {n: v for n, v in (reader.get("params") or {}).items() if n != "reader"}
+
+    def answer(self, query: str, k: int, method: str, params: dict[str, Any], read: dict[str, Any],
+               filter: str | None = None) -> dict[str, Any]:
         checked = check_request(method, k, "passage", params)
-        got = self.client.answer(query, k, retriever=method, **checked, **reader_spec().check(read))
+        got = self.client.answer(query, k, retriever=method, filter=filter or None, **checked,
+                                 **reader_spec().check(read))
         return {"question": got.question, "answers": [asdict(a) for a in got.answers],
                 "passages": [h.to_dict() for h in got.results.hits], "retriever": got.results.retriever,
                 "params": got.results.params, "reader": got.reader, "trace": [asdict(t) for t in got.trace]}
