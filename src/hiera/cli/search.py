@@ -99,7 +99,10 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
         mark = "" if members is None else ("  ∈ answer set" if h.doc_id in members else "  (not a member)")
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]{mark}")
         print(f"     {h.reason()}")
-        text = " ".join(h.text.split())  # one line, whatever newlines the text holds
+        body = h.text
+        if h.passage_id is None and body.startswith(h.title + "\n"):  # a document's summary: its title is above
+            body = body[len(h.title) + 1:]
+        text = " ".join(body.split())  # one line, whatever newlines the text holds
         print(f"     {text if len(text) <= 300 else text[:297] + '...'}")
         for constraint, sentence in (h.support or {}).items():
             print(f"     ✓ {constraint}: {' '.join(sentence.split())}")

@@ -207,10 +207,8 @@ class SetsRetriever(BaseRetriever):
                 best = by_id[evidence[0] if evidence else sents[0][0]]
                 hit.support, hit.evidence = support, evidence or [best.id]
                 hit.passage_id, hit.section_path, hit.text = best.id, best.section_path, best.text
-            else:  # the document's summary, without the title line the hit already carries
-                summary = summaries.get(d, "")
-                head, _, rest = summary.partition("\n")
-                hit.text = rest if head == hit.title and rest else summary
+            else:
+                hit.text = summaries.get(d, "")
             hits.append(hit)
         return hits
 
