@@ -59,14 +59,19 @@ def check_collection(root: str | Path, *, checksums: bool = True) -> list[Findin
     return c.findings
 
 
+def _complete_builds(builds: Path) -> list[Path]:
+    """The finished build directories under ``builds/`` (an interrupted one still ends in ``.partial``), by name."""
+    if not builds.is_dir():
+        return []
+    return sorted((p for p in builds.iterdir() if p.is_dir() and not p.name.endswith(".partial")), key=lambda p: p.name)
+
+
 def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums: bool) -> None:
     _check_lock(root, c)
     _check_builds_dir(root, c)
     link = root / INDEX_LINK
     if not link.is_symlink() and not link.exists():
-        builds = root / BUILDS
-        made = sorted(p.name for p in builds.iterdir() if p.is_dir() and not p.name.endswith(".partial")) \
-            if builds.is_dir() else []
+        made = [b.name for b in _complete_builds(root / BUILDS)]
         if made:  # built, but nothing says which build serves: every search fails
             c.error("index", f"the {INDEX_LINK} link is missing although builds/ holds {', '.join(made[-3:])}: "
                              f"searches fail; run `hiera build {root}` (or link the newest: "
@@ -198,10 +203,8 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
     partial = sorted(p.name for p in builds.glob("*.partial"))
     if partial:
         c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")
-    other = sorted(  # without a live build, the index check says what the builds there mean
-        p.name for p in builds.iterdir()
-        if p.is_dir() and not p.name.endswith(".partial") and live is not None and p.resolve() != live
-    )
+    # without a live build, the index check says what the builds there mean
+    other = [] if live is None else [b.name for b in _complete_builds(builds) if b.resolve() != live]
     if other:
         c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(other[:5])}")
     orphans = sorted(
