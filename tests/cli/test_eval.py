@@ -85,3 +85,21 @@ def test_questions_whose_gold_the_collection_lacks_are_noted_and_recorded(squad_
     err = capsys.readouterr().err
     assert rc == 0 and f"note: 1 of {n} questions name gold documents {root} does not hold" in err
     assert json.loads((out / "run.json").read_text())["questions_without_gold"] == 1
+
+
+def test_out_keeps_only_this_runs_files(squad_tiny, tmp_path: Path, capsys) -> None:
+    """A second run into the same --out removes the run files the first listed and it did not write; a file
+    hiera did not write stays."""
+    root, qfile = squad_tiny
+    out = tmp_path / "out"
+    common = ["--questions", str(qfile), "--format", "squad", "--ks", "1", "--latency-sample", "0",
+              "--out", str(out), "--quiet"]
+    assert main(["eval", str(root), "--retrievers", "bm25,bm25-dhr", *common]) == 0
+    assert (out / "bm25-dhr.trec").exists() and (out / "bm25.trec").exists()
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["eval", str(root), "--retrievers", "bm25", *common]) == 0
+    assert "removed the earlier run's bm25-dhr.trec" in capsys.readouterr().err
+    assert not (out / "bm25-dhr.trec").exists() and (out / "bm25.trec").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "bm25.trec" in json.loads((out / "run.json").read_text())["files"]

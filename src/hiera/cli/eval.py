@@ -119,10 +119,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
 
-        def runs_files(out: Path) -> str:
-            write_trec(runs, questions, out)
-            plot_topk(runs, out, max(ks))
-            return "*.trec, topk.png"
+        def runs_files(out: Path) -> list[Path]:
+            written = write_trec(runs, questions, out)
+            plot = plot_topk(runs, out, max(ks))
+            return written + ([plot] if plot else [])
 
         _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
                        {**_run_record(args, col, len(questions), ks), "questions_without_gold": absent})
@@ -156,10 +156,8 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
     result: dict[str, Any] = {n: r.metrics for n, r in runs.items()}
     if args.out:
 
-        def runs_files(out: Path) -> str:
-            for r in runs.values():
-                r.write(out)
-            return "<retriever>.sets.jsonl / .ranking.jsonl (QUEST format)"
+        def runs_files(out: Path) -> list[Path]:
+            return [p for r in runs.values() for p in r.write(out)]  # QUEST's prediction format
 
         _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
                        _run_record(args, col, len(queries), list(QUEST_KS)))
@@ -200,13 +198,32 @@ def _write_outputs(
     out: Path, runs: dict[str, Any], result: dict[str, Any], markdown: str, runs_files: Any, run: dict[str, Any]
 ) -> None:
     """``--out``: the table, the metrics, each retriever's parameters and what the run read, then the runs in
-    their own format."""
+    their own format. ``run.json`` lists the run files; those an earlier run into the same directory listed and
+    this one did not write are removed, so every file there describes this run (nothing else is touched)."""
     out.mkdir(parents=True, exist_ok=True)
+    earlier = _listed_files(out)
     (out / "results.md").write_text(markdown + "\n", encoding="utf-8")
     write_json_atomic(out / "results.json", result)
     write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
-    write_json_atomic(out / "run.json", run)
-    _log(f"wrote {out}/results.md, results.json, params.json, run.json, {runs_files(out)}")
+    written = [p.name for p in runs_files(out)]
+    write_json_atomic(out / "run.json", {**run, "files": written})
+    stale = sorted(earlier - set(written))
+    for name in stale:
+        (out / name).unlink(missing_ok=True)
+    gone = f"; removed the earlier run's {', '.join(stale)}" if stale else ""
+    _log(f"wrote {out}/results.md, results.json, params.json, run.json, {', '.join(written)}{gone}")
+
+
+def _listed_files(out: Path) -> set[str]:
+    """The run files an earlier ``run.json`` in ``out`` lists (plain names only: nothing outside ``out``)."""
+    try:
+        files = json.loads((out / "run.json").read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {f for f in files if isinstance(f, str) and f == Path(f).name and f not in _FIXED_OUTPUTS}
+
+
+_FIXED_OUTPUTS = frozenset({"results.md", "results.json", "params.json", "run.json"})
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
