@@ -35,9 +35,7 @@ class Section:
     def from_dict(cls, data: dict[str, Any], level: int = 1) -> Section:
         if not isinstance(data, dict) or not isinstance(data.get("title"), str):
             raise ValueError("a section needs a string 'title'")
-        paragraphs = data.get("paragraphs", [])
-        if not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs):
-            raise ValueError(f"section {data['title']!r}: 'paragraphs' must be a list of strings")
+        paragraphs = _strings(data, "paragraphs", f"section {data['title']!r}: ")
         children = data.get("children", [])
         if not isinstance(children, list):
             raise ValueError(f"section {data['title']!r}: 'children' must be a list")
@@ -145,11 +143,7 @@ class Document:
             raise ValueError("a document needs a non-empty 'id'")
         if not isinstance(title, str) or not title.strip():
             raise ValueError("a document needs a non-empty string 'title'")
-        lead = data.get("lead", [])
-        if isinstance(lead, str):
-            lead = [lead]
-        if not isinstance(lead, list) or not all(isinstance(p, str) for p in lead):
-            raise ValueError("'lead' must be a string or a list of strings")
+        lead = _strings(data, "lead")
         sections = data.get("sections", [])
         if not isinstance(sections, list):
             raise ValueError("'sections' must be a list")
@@ -161,12 +155,26 @@ class Document:
             title=title.strip(),
             lead=lead,
             sections=[Section.from_dict(s) for s in sections],
-            categories=[str(c) for c in data.get("categories", [])],
-            links=[str(c) for c in data.get("links", [])],
-            aliases=[str(c) for c in data.get("aliases", [])],
+            categories=_strings(data, "categories"),
+            links=_strings(data, "links"),
+            aliases=_strings(data, "aliases"),
             metadata=meta,
             keep_paragraphs=bool(data.get("keep_paragraphs", False)),
         )
+
+
+def _strings(data: dict[str, Any], key: str, where: str = "") -> list[str]:
+    """A list-of-strings field, where one string stands for a list of one (``"lead": "text"``); ``None`` or
+    absence is an empty list. Anything else is refused rather than coerced: ``str()`` of a string field would
+    make one category per character."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}{key!r} must be a string or a list of strings")
+    return list(value)
 
 
 @dataclass(frozen=True)

@@ -159,3 +159,22 @@ def test_hiera_jsonl_rejects_bad_shapes(tmp_path: Path, collect):
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
     assert list(read_hiera_jsonl(path, on_bad=collect)) == []
     assert [e.location for e in collect.errors] == ["line 1", "line 2", "line 3", "line 4"]
+
+
+def test_hiera_jsonl_string_fields_read_alike(tmp_path: Path, collect):
+    """One string stands for a list of one in every list-of-strings field (lead, a section's paragraphs,
+    categories, links, aliases); a non-string item is refused, never turned into text."""
+    path = tmp_path / "strings.jsonl"
+    rows = [
+        {"id": "a", "title": "A", "lead": "Lead.", "sections": [{"title": "S", "paragraphs": "Body."}],
+         "categories": "Cat", "aliases": "Alias A"},
+        {"id": "b", "title": "B", "categories": [1]},
+        {"id": "c", "title": "C", "sections": [{"title": "S", "paragraphs": [["nested"]]}]},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    docs = list(read_hiera_jsonl(path, on_bad=collect))
+    assert [d.id for d in docs] == ["a"]
+    assert docs[0].lead == ["Lead."] and docs[0].sections[0].paragraphs == ["Body."]
+    assert docs[0].categories == ["Cat"] and docs[0].aliases == ["Alias A"]
+    assert [e.location for e in collect.errors] == ["line 2", "line 3"]
+    assert "'categories' must be a string or a list of strings" in str(collect.errors[0])
