@@ -317,7 +317,13 @@ class TestHealthAndPage:
         assert client.get("/static/style.css").status_code == 200
 
     def test_openapi_docs(self, client: TestClient) -> None:
-        assert client.get("/docs").status_code == 200
+        for page, asset in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+            r = client.get(page)
+            assert r.status_code == 200 and f"/static/docs/{asset}" in r.text
+            assert "https://" not in r.text and "http://" not in r.text  # no CDN: the pages work offline
+            js = client.get(f"/static/docs/{asset}")
+            assert js.status_code == 200 and len(js.content) > 100_000
+        assert client.get("/docs/oauth2-redirect").status_code == 200
         schema = client.get("/openapi.json").json()
         assert {"/search", "/health", "/documents/{doc_id}"} <= set(schema["paths"])
 

@@ -22,6 +22,7 @@ Design choices:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import logging
 import os
@@ -67,6 +68,13 @@ __all__ = ["API_KEY_ENV", "MAX_BODY_BYTES", "SEARCH_TIMEOUT_S", "create_app"]
 log = logging.getLogger("hiera.serve")
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
+
+
+def _docs_assets() -> Path | None:
+    """Swagger UI and ReDoc files from fastapi-offline (a dependency); None where it is missing (a bare
+    PYTHONPATH=src checkout), and FastAPI's CDN-loaded pages serve instead."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    return Path(spec.origin).parent / "static" if spec is not None and spec.origin else None
 MAX_DOC_ID_CHARS = 1000
 PROCESS_TIME_HEADER = "X-Process-Time-Ms"
 MAX_READ_K = 100  # passages one /answer reads: a reader pass costs ~30 ms a passage on a CPU
@@ -137,12 +145,15 @@ def create_app(
         finally:
             pool.shutdown()
 
+    docs_assets = _docs_assets()
     app = FastAPI(
         title="hiera",
         version=__version__,
         description="Hierarchical retrieval over structured documents: search passages or documents, "
         "see why each hit ranks where it does, and browse a document's table of contents.",
         lifespan=lifespan,
+        # both pages are served below from packaged assets where they are installed: FastAPI's load from a CDN
+        **({"docs_url": None, "redoc_url": None} if docs_assets else {}),
     )
     app.state.service = service
     app.state.pool = pool
@@ -419,5 +430,39 @@ def create_app(
     def index() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html", media_type="text/html")
 
+    if docs_assets:
+        _api_pages(app)
+        app.mount("/static/docs", StaticFiles(directory=docs_assets), name="docs-assets")
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     return app
+
+
+def _api_pages(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` on assets the package ships (fastapi-offline's copies), so both work
+    with no network, as the search page does."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.responses import HTMLResponse
+
+    redirect = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} API", oauth2_redirect_url=redirect,
+            swagger_js_url=f"{root}/static/docs/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/static/docs/swagger-ui.css", swagger_favicon_url=f"{root}/static/docs/favicon.png",
+        )
+
+    @app.get(redirect, include_in_schema=False)
+    def swagger_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} API",
+            redoc_js_url=f"{root}/static/docs/redoc.standalone.js", redoc_favicon_url=f"{root}/static/docs/favicon.png",
+            with_google_fonts=False,
+        )
