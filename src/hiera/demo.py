@@ -127,12 +127,13 @@ def run_demo(root: Path, questions: list[str], k: int = 3, rebuild: bool = False
             if len(shown) == k:
                 break
         took = sum(s.ms for s in res.trace)
+        lam = float(res.params["lam"])
         print(f"Q: {q}   ({took:.0f} ms)")
         for i, h in enumerate(shown, 1):
             text = h.text if len(h.text) <= 220 else h.text[:217] + "..."
             print(f"  {i}. {h.breadcrumb()}")
             print(f"     score {h.score:.3f} = passage {h.stages['passage'].score:.3f} + "
-                  f"λ·document {h.stages['doc'].score:.3f}   [{_reason(h, res.params.get('doc_stage', ''))}]")
+                  f"λ {lam:g} × document {h.stages['doc'].score:.3f}   [{_reason(h, res.params.get('doc_stage', ''))}]")
             print(f"     {text}")
         print()
     print(f"done in {time.perf_counter() - t0:.1f}s. Browse the same collection:\n")
