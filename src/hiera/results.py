@@ -170,6 +170,12 @@ def check_k(k: int, limit: int = MAX_K) -> int:
     return k
 
 
+def check_level(name: str, levels: tuple[Level, ...] | list[Level], level: str) -> None:
+    """One wording on every surface for a level a retriever does not rank."""
+    if level not in levels:
+        raise BadInputError(f"retriever {name!r} ranks {' and '.join(f'{lv}s' for lv in levels)}, not {level}s")
+
+
 @contextmanager
 def timed(trace: list[TraceStep], name: str, **detail: Any) -> Iterator[TraceStep]:
     """Append a :class:`TraceStep` whose ``ms`` covers the ``with`` body."""

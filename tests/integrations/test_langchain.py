@@ -39,12 +39,18 @@ def test_documents_carry_hieras_provenance(shared_root: Path) -> None:
     assert len(r.invoke(Q, k=1)) == 1
     with pytest.raises(BadInputError, match="lam=-1 must be >= 0"):
         r.invoke(Q, lam=-1)
+    # an override under an alias replaces the constructor's value: the same hits as the canonical name
+    by_alias = r.invoke(Q, k1=2, **{"lambda": 1.5})
+    assert [d.id for d in by_alias] == [d.id for d in r.invoke(Q, top_docs=2, lam=1.5)]
+    assert {d.metadata["doc_id"] for d in by_alias} <= {h.doc_id for h in get_retriever(
+        "dhr", open_collection(shared_root)).search(Q, k=3, lam=1.5, top_docs=2)}
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "bm25", "params": {"lam": 1}}, "has no parameter 'lam'"),
     ({"method": "dhr", "params": {"top_docs": "many"}}, "must be an integer"),
     ({"method": "bm25-doc", "level": "passage"}, "ranks docs, not passages"),
+    ({"method": "dhr", "level": "section"}, "ranks passages and docs, not sections"),
     ({"method": "nope"}, "unknown retriever 'nope'"),
     ({"k": 0}, "k must be a positive integer"),
 ])

@@ -62,6 +62,10 @@ def test_stdio_server_tools_results_and_errors(shared_root: Path, untrained_read
     lam = METHODS["dhr"].param("lam")
     assert props["lam"]["type"] == "number" and (props["lam"]["minimum"], props["lam"]["maximum"]) == (lam.min, lam.max)
     assert props["doc_stage"]["enum"] == list(METHODS["dhr"].param("doc_stage").choices)
+    # a method parameter has no schema default (it depends on the method and the collection); each method's is said
+    assert not any("default" in props[p.name] for n in props["method"]["enum"] for p in METHODS[n].params if p.http)
+    assert f"(dhr: default {lam.default};" in props["lam"]["description"]
+    assert f"bm25-dhr: default {METHODS['bm25-dhr'].param('lam').default}" in props["lam"]["description"]
     assert "dhr" in props["method"]["enum"] and "sets" not in props["method"]["enum"]
     assert "classifier" not in props and "model" not in props  # directories are never tool arguments
     assert by_name["search"].input_schema["additionalProperties"] is False

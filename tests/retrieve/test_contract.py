@@ -117,7 +117,7 @@ def test_results_follow_the_contract(col, store_passages, batch_results, name: s
 def test_k_is_respected(col, store_passages, name: str, level: str) -> None:
     r = get_retriever(name, col)
     if level not in r.levels:
-        with pytest.raises(BadInputError, match="returns levels"):
+        with pytest.raises(BadInputError, match="ranks docs, not passages"):
             r.search("volcano", k=1, level=level)
         return
     q = helpers.TOPIC_QUERIES["volcanoes"]
@@ -268,3 +268,10 @@ def test_provenance_names_only_what_the_method_used(col: Collection) -> None:
         assert seen[name]["dense_search"] == col.placement.dense_search and seen[name]["index"] == col.faiss_types
     assert {n for n, d in seen.items() if "passage_stage" in d} == {"dhr", "bm25-dhr"}
     assert seen["dhr"]["passage_stage"] == col.passage_backend
+    assert seen["bm25-dhr"]["index"] == {"doc": "bm25", "passage": "bm25"}
+    for name in ("dhr", "bm25-dhr"):  # at document level the passage stage does not run, and is not named
+        res = get_retriever(name, col).search(QUERIES[1], k=3, level="doc")
+        steps = {s.name: s.detail for s in res.trace}
+        assert "passage-stage" not in steps and "passage_stage" not in steps["answered-by"], steps
+    assert {s.name: s.detail for s in get_retriever("bm25-dhr", col).search(
+        QUERIES[1], k=3, level="doc").trace}["answered-by"]["index"] == {"doc": "bm25"}

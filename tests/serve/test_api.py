@@ -153,7 +153,7 @@ class TestSearchRejects:
             ({"q": "bees", "level": "chapter"}, 422, "level:"),
             ({"q": "bees", "doc_stage": "nope"}, 422, "doc_stage: input should be"),
             ({"q": "bees", "retriever": "hybrid", "fusion": "max"}, 422, "fusion: input should be 'rrf' or 'interp'"),
-            ({"q": "bees", "retriever": "bm25-doc", "level": "passage"}, 400, "levels"),
+            ({"q": "bees", "retriever": "bm25-doc", "level": "passage"}, 422, "ranks docs, not passages"),
         ],
     )
     def test_bad_input(self, client: TestClient, params: dict[str, Any], status: int, words: str) -> None:

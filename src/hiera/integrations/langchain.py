@@ -75,5 +75,6 @@ class HieraRetriever(BaseRetriever):
         k = overrides.pop("k", self.k)
         level = overrides.pop("level", self.level)
         flt = overrides.pop("filter", self.filter)
-        params = {**self.params, **overrides}
+        # an override replaces the constructor's value under whichever of its names it is given (k1 for top_docs)
+        params = {**self.params, **check_request(self.method, k, level, overrides)}
         return to_documents(self._source.search(query, k, self.method, level, params, flt))

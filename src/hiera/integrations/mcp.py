@@ -72,18 +72,35 @@ def param_schema(p: Param, users: list[str]) -> dict[str, Any]:
 
 
 def _params(names: list[str]) -> dict[str, dict[str, Any]]:
-    """Properties for every request-settable parameter of the methods ``names``, each saying who takes it."""
-    props: dict[str, dict[str, Any]] = {}
-    users: dict[str, list[str]] = {}
-    first: dict[str, Param] = {}
+    """Properties for every request-settable parameter of the methods ``names``, each saying who takes it.
+
+    A method parameter's property has no ``default``: what a call without it uses depends on the method chosen
+    (``lam`` is 1.75 for dhr and 1.0 for bm25-dhr) and on the collection (build-time ``--set`` and ``hiera tune``), and
+    a client that filled one in would change the search or name a parameter the chosen method lacks. The
+    description gives each method's registry default instead."""
+    users: dict[str, list[tuple[str, Param]]] = {}
     for n in names:
         for p in METHODS[n].params:
             if p.http:
-                users.setdefault(p.name, []).append(n)
-                first.setdefault(p.name, p)
-    for name, p in first.items():
-        props[name] = param_schema(p, users[name])
+                users.setdefault(p.name, []).append((n, p))
+    props: dict[str, dict[str, Any]] = {}
+    for name, taken in users.items():
+        s = param_schema(taken[0][1], [n for n, _ in taken])
+        s.pop("default", None)
+        s["description"] = f"{taken[0][1].help} ({_who_defaults(taken)})"
+        props[name] = s
     return props
+
+
+def _who_defaults(taken: list[tuple[str, Param]]) -> str:
+    """``dhr: default 1.75; bm25-dhr, dhr-parallel: default 1.0; a collection may set its own``: methods grouped."""
+    groups: dict[Any, list[str]] = {}
+    for n, p in taken:
+        groups.setdefault(p.default, []).append(n)
+    if list(groups) == [None]:
+        return "methods: " + ", ".join(taken_n for taken_n, _ in taken)
+    parts = [f"{', '.join(ns)}" + ("" if d is None else f": default {d}") for d, ns in groups.items()]
+    return "; ".join(parts) + "; a collection may set its own"
 
 
 def _query(what: str) -> dict[str, Any]:

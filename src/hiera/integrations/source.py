@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from hiera.client import HieraClient
 from hiera.errors import BadInputError, HieraError
-from hiera.results import Hit, Results, check_k
+from hiera.results import Hit, Results, check_k, check_level
 from hiera.spec import METHODS, Level, method, methods_json, reader_spec
 
 
@@ -54,8 +54,8 @@ def check_request(name: str, k: int, level: Level | None, params: dict[str, Any]
     """The method's parameters by canonical name, checked; a bad name, type, bound, k or level is one line."""
     spec = method(name)
     check_k(k)
-    if level is not None and level not in spec.levels:
-        raise BadInputError(f"retriever {name!r} ranks {' and '.join(spec.levels)}s, not {level}s")
+    if level is not None:
+        check_level(name, spec.levels, level)
     return spec.check(params)
 
 

@@ -27,7 +27,7 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError, HieraError
 from hiera.index.filters import compile_filter
 from hiera.query import DOC, PASSAGE, Allowed, Query, QueryBatch
-from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_query
+from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_level, check_query
 from hiera.spec import Level, MethodSpec, method
 
 
@@ -83,8 +83,7 @@ class BaseRetriever:
 
     def _level(self, level: Level | None) -> Level:
         level = level or self.default_level
-        if level not in self.levels:
-            raise BadInputError(f"retriever {self.name!r} returns levels {self.levels}, not {level!r}")
+        check_level(self.name, self.levels, level)
         return level
 
     def search(self, query: str, k: int = 10, level: Level | None = None, **params: Any) -> Results:
@@ -132,21 +131,25 @@ class BaseRetriever:
         out = []
         for q, trace, found in zip(batch, traces, self._search_batch(batch, k, lvl, p, traces), strict=True):
             hits, answer_set = (found.hits, found.answer_set) if isinstance(found, Found) else (found, None)
-            trace.append(TraceStep("answered-by", self.answered_by()))
+            trace.append(TraceStep("answered-by", self.answered_by(trace)))
             out.append(Results(query=q.text, level=lvl, hits=hits, retriever=self.name, params=p, trace=trace,
                                answer_set=answer_set))
         return out
 
-    def answered_by(self) -> dict[str, Any]:
-        """Where this search ran: the device, and for what the method uses, how the dense indexes were searched and
-        their kinds and which passage-stage backend scored the candidates (nothing it did not use)."""
+    def answered_by(self, trace: Sequence[TraceStep] = ()) -> dict[str, Any]:
+        """Where this search ran: the device, and for what the method used, how the dense indexes were searched and
+        their kinds and which passage-stage backend scored the candidates. Nothing it did not use: the passage stage
+        is named only when ``trace`` shows it ran (DHR at document level returns its document stage alone)."""
         placement = self.col.placement
         out: dict[str, Any] = {"device": placement.device}
+        ran_passage_stage = self.uses_passage_stage and any(s.name == "passage-stage" for s in trace)
         if self.uses_dense:
             out.update(dense_search=placement.dense_search, index=dict(self.col.faiss_types))
+        elif self.uses_passage_stage:  # hierarchical BM25: documents by BM25, then BM25 over their passages
+            out["index"] = {"doc": "bm25", **({"passage": "bm25"} if ran_passage_stage else {})}
         else:
             out["index"] = {"passage": "bm25"} if "passage" in self.levels else {"doc": "bm25"}
-        if self.uses_passage_stage:
+        if ran_passage_stage:
             out["passage_stage"] = self.col.passage_backend
         return out
 

@@ -20,7 +20,7 @@ import numpy as np
 from hiera.crossencoder import MAX_DEPTH, Reranker, hit_input
 from hiera.errors import BadInputError
 from hiera.index.select import ranks_of
-from hiera.results import Hit, Results, StageScore, TraceStep, check_k
+from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_level
 from hiera.spec import Level
 
 
@@ -49,8 +49,8 @@ class RerankRetriever:
         self, queries: Sequence[str], k: int = 10, level: Level | None = None, **params: Any
     ) -> list[Results]:
         k = check_k(k)
-        if level is not None and level not in self.levels:
-            raise BadInputError(f"retriever {self.name!r} returns levels {self.levels}, not {level!r}")
+        if level is not None:
+            check_level(self.name, self.levels, level)
         results = self.base.batch_search(queries, max(k, self.depth), level, **params)
         return [self._rerank(res, k) for res in results]
 

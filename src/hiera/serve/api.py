@@ -44,7 +44,7 @@ from hiera.collection import Collection
 from hiera.errors import BadInputError, CollectionChangedError, HieraError, ShardUnavailableError
 from hiera.index.exact import resolve_placement
 from hiera.lock import CollectionBusyError
-from hiera.results import TraceStep
+from hiera.results import TraceStep, check_level
 from hiera.retrieve.protocol import Retriever
 from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, Guard
 from hiera.serve.params import (
@@ -291,7 +291,12 @@ def create_app(
         under ``ignored``): the web page sends its controls' values whatever
         the method, and that must not be an error.
         """
-        _, params, ignored = checked_request(request, q, retriever, rerank, given, filter, search_names)
+        r, params, ignored = checked_request(request, q, retriever, rerank, given, filter, search_names)
+        if level is not None:
+            try:
+                check_level(retriever, r.levels, level)  # a bad value like any other: a 422 before any search
+            except HieraError as e:
+                raise _unprocessable(str(e)) from None
         fkw = {"filter": filter} if filter else {}
         # the retriever is looked up again in the pool: the build may have been swapped while the search waited
         return await respond(lambda: service.retriever(retriever, rerank=rerank).search(
