@@ -50,7 +50,6 @@ def test_documents_carry_hieras_provenance(shared_root: Path) -> None:
     ({"method": "bm25", "params": {"lam": 1}}, "has no parameter 'lam'"),
     ({"method": "dhr", "params": {"top_docs": "many"}}, "must be an integer"),
     ({"method": "bm25-doc", "level": "passage"}, "ranks docs, not passages"),
-    ({"method": "dhr", "level": "section"}, "ranks passages and docs, not sections"),
     ({"method": "nope"}, "unknown retriever 'nope'"),
     ({"k": 0}, "k must be a positive integer"),
 ])
