@@ -34,7 +34,8 @@ from hiera.spec import MAX_K, MAX_QUERY_CHARS, Level
 
 @dataclass(frozen=True)
 class StageScore:
-    """A hit's score and 1-based rank in one stage of a pipeline."""
+    """A hit's score and 1-based rank in one stage of a pipeline; rank 0: that stage's list did not hold the hit
+    (a fusion's other list found it), and its score 0.0 is a placeholder."""
 
     score: float
     rank: int
@@ -67,7 +68,8 @@ class Hit:
 
     def reason(self) -> str:
         """One line saying why this hit ranks where it does."""
-        parts = [f"{name} {s.score:.3f} (#{s.rank})" for name, s in self.stages.items()]
+        parts = [f"{name} {s.score:.3f} (#{s.rank})" if s.rank else f"{name} not in its list"
+                 for name, s in self.stages.items()]
         return "; ".join(parts) if parts else f"score {self.score:.3f}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -275,3 +275,15 @@ def test_provenance_names_only_what_the_method_used(col: Collection) -> None:
         assert "passage-stage" not in steps and "passage_stage" not in steps["answered-by"], steps
     assert {s.name: s.detail for s in get_retriever("bm25-dhr", col).search(
         QUERIES[1], k=3, level="doc").trace}["answered-by"]["index"] == {"doc": "bm25"}
+
+
+def test_a_stage_that_missed_a_hit_says_so(col: Collection) -> None:
+    """Hybrid fuses two lists; a hit only one found has rank 0 in the other, and its reason says it was not in that
+    list rather than showing the placeholder score as if it were ranked."""
+    res = get_retriever("hybrid", col).search(QUERIES[1], k=6, depth=2)
+    missed = [(h, name) for h in res for name, s in h.stages.items() if s.rank == 0]
+    assert missed  # a shallow depth: some hits were found by one list alone
+    for h, name in missed:
+        assert f"{name} not in its list" in h.reason() and "(#0)" not in h.reason()
+    ranked = [(h, name, s) for h in res for name, s in h.stages.items() if s.rank > 0]
+    assert all(f"{name} {s.score:.3f} (#{s.rank})" in h.reason() for h, name, s in ranked)
