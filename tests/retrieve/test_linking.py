@@ -18,6 +18,7 @@ from hiera.builds import open_collection
 from hiera.cli import main
 from hiera.collection import Collection
 from hiera.corpus.readers.base import Redirect
+from hiera.corpus.tree import Document
 from hiera.errors import BadInputError
 from hiera.link.pipeline import linker_for
 from hiera.retrieve import get_retriever
@@ -301,3 +302,38 @@ def test_a_filter_drops_linked_documents_before_the_coarse_filter(hotpot_col: Co
     dhr = get_retriever("dhr", hotpot_col).search(q, k=5, doc_stage="linked", top_docs=100, filter=f"not id = '{first}'")
     assert dhr.hits and first not in {h.doc_id for h in dhr}
     assert max(h.stages["doc"].score for h in dhr) == pytest.approx(1.0)  # divided by the best allowed link
+
+
+def test_implicit_bridge_hop_is_one_ranked_list(tmp_path: Path) -> None:
+    """The documents named in the first hop are one source list, most similar to the question first: their ranks are
+    1, 2, 3 … in the order of ``expansion`` (as one-item lists each would fuse as a rank-1 source, level with the
+    best entity link), and the fused order of the documents only the hop linked follows their similarity."""
+    hub = ("The Harbor Bridge was designed by Alma Reyes and built by Castor Works near Dunmore Bay and the Pell River, "
+           "opposite Oster Hall, in 1931.")
+    docs = [Document("hub", "Harbor Bridge", [hub]),
+            Document("a", "Alma Reyes", ["Alma Reyes was an architect who designed bridges and towers."]),
+            Document("c", "Castor Works", ["Castor Works is a steel company that built bridges, ships and railways."]),
+            Document("d", "Dunmore Bay", ["Dunmore Bay is a bay on the northern coast with a fishing harbor."]),
+            Document("p", "Pell River", ["The Pell River flows into Dunmore Bay past old mills."]),
+            Document("o", "Oster Hall", ["Oster Hall is a concert venue built in the 1920s."]),
+            # close to the question, so that event linking's first hop is not the named documents themselves
+            Document("e1", "Bridge building company", ["A bridge building company is a company which built bridges."]),
+            Document("e2", "Company that built a bridge", ["Which company built the bridge is a common question."]),
+            Document("e3", "Harbor bridge construction", ["Harbor bridges are built by construction companies."])]
+    col = open_collection(helpers.build_collection(tmp_path / "col", docs))
+    res = linker_for(col).link("Which company built the Harbor Bridge?")
+    titles = [e["title"] for e in res.expansion]
+    assert len(titles) >= 3 and all(e["named_in"] == "Harbor Bridge" for e in res.expansion)
+    implicit = {res.titles[d]: s for d, srcs in res.sources.items() for s in srcs if s.source == "bridge"}
+    assert [implicit[t].rank for t in titles] == list(range(1, len(titles) + 1))
+    assert all(implicit[t].via == "named in Harbor Bridge" for t in titles)  # each says which document named it
+    only_bridge = [t for t in titles if [s.source for s in res.sources[_doc(res, t)]] == ["bridge"]]
+    assert len(only_bridge) >= 2
+    fused = [res.titles[int(d)] for d in res.docs]
+    assert [t for t in fused if t in only_bridge] == only_bridge
+    top = float(res.scores[0])
+    assert all(float(res.scores[fused.index(t)]) < top for t in only_bridge[1:])
+
+
+def _doc(res, title: str) -> int:
+    return next(d for d, t in res.titles.items() if t == title)

@@ -232,19 +232,20 @@ class Linker:
             ("entity", "question", [(c.doc, c.score) for c in res.entities]),
             ("event", "question", [(e.doc, e.score) for e in res.events]),
         ]
-        via_entity = {c.doc: c.mention for c in res.entities}
+        # a list's own text for one of its documents, by (source, the list's text, document)
+        where = {("entity", "question", c.doc): c.mention for c in res.entities}
         if s.decomposition_titles > 0:
-            self._link_decomposition(res, s, event, entity, lists)
+            self._link_decomposition(res, s, event, entity, lists, where)
         tm["decomposition-linking"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        self._union(res, lists, via_entity)
+        self._union(res, lists, where)
         tm["union"] = (time.perf_counter() - t) * 1000
         return res
 
     def _link_decomposition(
         self, res: LinkResult, s: LinkSettings, event: EventLinker, entity: EntityLinker,
-        lists: list[tuple[str, str, list[tuple[int, float]]]],
+        lists: list[tuple[str, str, list[tuple[int, float]]]], where: dict[tuple[str, str, int], str],
     ) -> None:
         d = res.decomposition
         if d is None:
@@ -256,7 +257,7 @@ class Linker:
             res.per_text[text] = hits
             lists.append(("decomposition", text, [(e.doc, e.score) for e in hits]))
         if d.source != "none":
-            self._expand(res, s.decomposition_titles, entity, lists)
+            self._expand(res, s.decomposition_titles, entity, lists, where)
         for i, sub in enumerate(d.sub_questions):
             if not sub.needs_bridge or i == 0:
                 continue
@@ -277,7 +278,8 @@ class Linker:
             found, _ = entity.link(filled, [m], s.decomposition_titles, qv.get(filled), qv)
             lists.append(("bridge", bridge["entity"], [(c.doc, c.score) for c in found]))
 
-    def _expand(self, res: LinkResult, n: int, entity: EntityLinker, lists: list[tuple[str, str, list[tuple[int, float]]]]) -> None:
+    def _expand(self, res: LinkResult, n: int, entity: EntityLinker, lists: list[tuple[str, str, list[tuple[int, float]]]],
+                where: dict[tuple[str, str, int], str]) -> None:
         """The implicit bridge hop: documents named in the first hop's documents, most similar to the question first.
 
         A multi-hop question often never names its second document ("the
@@ -286,7 +288,7 @@ class Linker:
         entity-linked and event-linked documents that are exactly a title or
         alias become candidates, ranked by their summary's similarity to the
         question (:meth:`EntityLinker.similarity`); the top ``n`` are linked
-        with source ``bridge``.
+        with source ``bridge``, as one list in that order (``where`` gets each one's "named in" text).
         """
         col = self.col
         hop = list(dict.fromkeys([c.doc for c in res.entities[:EXPAND_FROM]] + [e.doc for e in res.events[:EXPAND_FROM]]))
@@ -309,8 +311,12 @@ class Linker:
         order = np.argsort(-sim, kind="stable")[:n]
         res.expansion = [{"title": self.titles.titles[int(docs[i])], "named_in": named[int(docs[i])],
                           "similarity": round(float(sim[i]), 4)} for i in order]
+        # one ranked list, most similar first: as separate one-item lists each would fuse as a rank-1 source,
+        # level with the best entity link, whatever its similarity
+        text = "named in the first hop's documents"
+        lists.append(("bridge", text, [(int(docs[i]), float(sim[i])) for i in order]))
         for i in order:
-            lists.append(("bridge", f"named in {named[int(docs[i])]}", [(int(docs[i]), float(sim[i]))]))
+            where[("bridge", text, int(docs[i]))] = f"named in {named[int(docs[i])]}"
 
     def fill_bridge(self, question: str, hop1: str, docs: list[int], answer_type: str) -> dict[str, Any] | None:
         """The bridge entity from the first hop's top passage (module docstring), with where it came from."""
@@ -341,11 +347,12 @@ class Linker:
                     "first hop's top passage not in the question" + (", naming a document" if self.titles.exact(text) else "")}
         return {**out, "entity": passage.doc_title, "label": "", "how": "the first hop's top passage's title (no entity of the expected type)"}
 
-    def _union(self, res: LinkResult, lists: list[tuple[str, str, list[tuple[int, float]]]], via: dict[int, str]) -> None:
+    def _union(self, res: LinkResult, lists: list[tuple[str, str, list[tuple[int, float]]]],
+               where: dict[tuple[str, str, int], str]) -> None:
         ranked = []
         for source, text, items in lists:
             for rank, (doc, score) in enumerate(items, start=1):
-                res.sources.setdefault(doc, []).append(Source(source, via.get(doc, text) if source == "entity" else text, score, rank))
+                res.sources.setdefault(doc, []).append(Source(source, where.get((source, text, doc), text), score, rank))
             if items:
                 ranked.append(Ranked(np.array([d for d, _ in items], np.int64), np.array([x for _, x in items], np.float32)))
         if not ranked:
