@@ -269,3 +269,34 @@ def test_a_documents_own_aliases_resolve_to_it_and_find_its_duplicates(tmp_path:
     rep = ingest([_jsonl(tmp_path / "b.jsonl", later)], "hiera-jsonl", root, progress=False)
     assert (rep.documents, rep.merged) == (0, 1)
     assert CorpusStore(root).canonical_id("Anarchist") == "anarchism"
+
+
+@pytest.mark.parametrize("renamed", ["second", "first"])
+def test_a_part_renamed_away_leaves_the_merged_document(tmp_path: Path, renamed: str) -> None:
+    """A merged part re-ingested under a title that no longer names the article becomes its own document: its text
+    does not stay under the other source's article, its title resolves to it alone, and removing it by that title
+    leaves the other source's document whole."""
+    root = tmp_path / "c"
+    first, second = _first(), _second()
+    ingest([_jsonl(tmp_path / "a.jsonl", first)], "hiera-jsonl", root, progress=False)
+    ingest([_jsonl(tmp_path / "b.jsonl", second)], "hiera-jsonl", root, progress=False)
+    store = CorpusStore(root)
+    assert (store.stats()["documents"], store.stats()["merged"]) == (1, 1)
+    store.close()
+    text = "Snarfblatt widgets are assembled in Oslo by a cooperative of clockmakers."
+    moved = first if renamed == "first" else second
+    stays = second if renamed == "first" else first
+    new = Document(id=moved.id, title="Snarfblatt widgets", lead=[text], metadata=dict(moved.metadata))
+    ingest([_jsonl(tmp_path / "c.jsonl", new)], "hiera-jsonl", root, progress=False)
+    store = CorpusStore(root)
+    assert (store.stats()["documents"], store.stats()["merged"]) == (2, 0)
+    assert store.resolve_title("Snarfblatt widgets") == moved.id
+    assert store.canonical_id(stays.id) == stays.id
+    kept = store.get_document(stays.id)
+    assert kept is not None and "Snarfblatt" not in kept.text() and "Snarfblatt widgets" not in kept.aliases
+    assert text in " ".join(p.text for _, p in store.iter_passages([moved.id]))
+    removed = store.remove([store.resolve_title("Snarfblatt widgets")])
+    assert removed.documents == 1
+    after = store.get_document(stays.id)
+    assert after is not None and [p for _, p in store.iter_passages([stays.id])]
+    store.close()

@@ -542,7 +542,13 @@ class _Writer:
         if owner is not None:  # an update of a document, or of one part of a merged document
             rowid, earlier = conn.execute("SELECT rowid, n_passages FROM documents WHERE id=?", (owner,)).fetchone()
             parts = self.parts(owner)
-            if len(parts) > 1:
+            others = [p for p in parts if p.id != doc.id]
+            if others and not self.keys(doc) & {title_key(p.doc.title) for p in others}:
+                # renamed away from the article it was merged into: it leaves that one (which keeps its other
+                # parts) and is placed as a document of its own, so its text and title never stay under another's
+                self.detach(owner, doc.id, others)
+                self.place(doc)
+            elif others:
                 self.recompose(owner, [Part(doc.id, self.origin, doc) if p.id == doc.id else p for p in parts])
             else:
                 self.write(doc)
@@ -553,18 +559,30 @@ class _Writer:
             report.replaced += 1
             report.documents += 1
             return
+        if self.place(doc) == "written":
+            report.new_doc_ids.append(doc.id)
+            report.documents += 1
+
+    def place(self, doc: Document) -> str:
+        """A document no stored one holds: merged into an earlier source's duplicate, skipped, or written alone."""
         if self.mode != "keep":
             held = self.duplicate_of(doc)
             if held is not None:
                 if self.mode == "skip":
-                    report.duplicates += 1
-                    return
+                    self.report.duplicates += 1
+                    return "skipped"
                 self.recompose(held, [*self.parts(held), Part(doc.id, self.origin, doc)])
-                report.merged += 1
-                return
+                self.report.merged += 1
+                return "merged"
         self.write(doc)
-        report.new_doc_ids.append(doc.id)
-        report.documents += 1
+        return "written"
+
+    def detach(self, owner: str, part_id: str, others: list[Part]) -> None:
+        """Take part ``part_id`` out of merged document ``owner``; the other parts stay one document, under the
+        first part's id (``owner`` itself unless the part leaving was the first)."""
+        if part_id == owner:
+            self.delete(owner)
+        self.recompose(others[0].id, others)
 
     def redirect(self, rec: Redirect) -> None:
         """Store the redirect; two documents it shows to be one (one of them from this file) are merged then."""
@@ -595,8 +613,8 @@ class _Writer:
         ).fetchone()
         return (row[0], int(row[1])) if row else None
 
-    def duplicate_of(self, doc: Document) -> str | None:
-        """The id of a document of an earlier source with ``doc``'s title key, directly or through a redirect."""
+    def keys(self, doc: Document) -> set[str]:
+        """The title keys ``doc`` is known by: its title's, its own aliases', and those a stored redirect links."""
         key = title_key(doc.title)
         keys = {key, *(title_key(a) for a in doc.aliases if a.strip())}  # its own other names count as redirects
         names = (doc.title, key)
@@ -604,7 +622,11 @@ class _Writer:
             keys.add(title_key(target))
         for (alias,) in self.conn.execute("SELECT alias FROM aliases WHERE target IN (?, ?)", names):
             keys.add(title_key(alias))
-        ks = sorted(keys)
+        return keys
+
+    def duplicate_of(self, doc: Document) -> str | None:
+        """The id of a document of an earlier source with ``doc``'s title key, directly or through a redirect."""
+        ks = sorted(self.keys(doc))
         row = self.conn.execute(
             f"SELECT d.id FROM title_keys k JOIN documents d ON d.id = k.doc_id WHERE k.key IN "
             f"({','.join('?' * len(ks))}) AND d.rowid < ? ORDER BY d.rowid LIMIT 1", (*ks, self.file_start),
