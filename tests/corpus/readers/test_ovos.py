@@ -45,6 +45,11 @@ def test_path_resolution(installed: Path, tmp_path: Path):
     own.write_text("{}", encoding="utf-8")
     assert ovos._resolve(tmp_path) == own
     assert ovos._resolve(own) == own
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "readme.txt").write_text("not summaries", encoding="utf-8")
+    with pytest.raises(BadInputError, match="no summaries_en-us.json in this folder"):
+        list(read_ovos_summaries(other))  # never the installed 10k articles in its place
 
 
 def test_missing_package(monkeypatch):

@@ -13,8 +13,9 @@ if it has one, else the slug of the title (made unique with ``-2``...), the extr
 through ``on_bad`` as ``entry 'Key'`` (or ``entry i`` for a list).
 
 ``path`` may be the literal ``ovos`` (the installed English file), a summaries
-file, or a folder: the folder's ``summaries_en-us.json`` (directly or under
-``data/``) if it has one, else the installed file. The package cannot be
+file, or a folder holding ``summaries_en-us.json`` (directly or under
+``data/``, as the package folder does); any other folder is an error, never
+a silent fall-back to the installed file. The package cannot be
 imported (it needs ``ovos_workshop``), so it is located with ``find_spec``.
 """
 
@@ -62,7 +63,8 @@ def _resolve(path: Path | str) -> Path:
         for candidate in (path / "summaries_en-us.json", path / "data" / "summaries_en-us.json"):
             if candidate.is_file():
                 return candidate
-        return ovos_summaries_path()
+        raise BadInputError(f"{path}: no summaries_en-us.json in this folder or its data/ "
+                            "(give the file, or `ovos` for the installed package's)")
     return path
 
 
