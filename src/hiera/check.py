@@ -37,11 +37,11 @@ import numpy as np
 from hiera.corpus.store import SCHEMA_VERSION, STORE_FILE
 from hiera.errors import HieraError, IndexMissingError
 from hiera.index.manifest import SHARDS_DIR, TUNED_SUFFIX, Manifest, open_shard_manifest, read_tuned
-from hiera.index.publish import BUILDS, INDEX_LINK, live_build_dir
+from hiera.index.publish import BUILDS, INDEX_LINK, REMOVED, live_build_dir
 from hiera.index.segments import DELTA_DIR, TOMBSTONES, dead_masks, read_tombstones
 from hiera.index.verify import Checks, Finding, check_bm25, check_dense, check_files, check_names
 from hiera.io import load_npy, loads_json
-from hiera.lock import LOCK_FILE, is_locked, read_lock_info
+from hiera.lock import LOCK_FILE, build_is_open, is_locked, read_lock_info
 
 
 def check_collection(root: str | Path, *, checksums: bool = True) -> list[Finding]:
@@ -63,7 +63,8 @@ def _complete_builds(builds: Path) -> list[Path]:
     """The finished build directories under ``builds/`` (an interrupted one still ends in ``.partial``), by name."""
     if not builds.is_dir():
         return []
-    return sorted((p for p in builds.iterdir() if p.is_dir() and not p.name.endswith(".partial")), key=lambda p: p.name)
+    return sorted((p for p in builds.iterdir() if p.is_dir() and not p.name.endswith((".partial", REMOVED))),
+                  key=lambda p: p.name)
 
 
 def _check_index(root: Path, c: Checks, store: dict[str, Any] | None, checksums: bool) -> None:
@@ -204,9 +205,14 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
     if partial:
         c.warn("builds", f"leftovers of interrupted builds (the next build removes them): {', '.join(partial[:5])}")
     # without a live build, the index check says what the builds there mean
-    other = [] if live is None else [b.name for b in _complete_builds(builds) if b.resolve() != live]
-    if other:
-        c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(other[:5])}")
+    other = [] if live is None else [b for b in _complete_builds(builds) if b.resolve() != live]
+    held = [b.name for b in other if build_is_open(b)]
+    unused = [b.name for b in other if b.name not in held]
+    if held:
+        c.ok("builds", f"earlier builds kept while a process still has them open (a later write removes them): "
+                       f"{', '.join(held[:5])}")
+    if unused:
+        c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(unused[:5])}")
     orphans = sorted(
         p.name for p in builds.glob(f"*{TUNED_SUFFIX}") if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir()
     )

@@ -24,7 +24,9 @@ picks one from the build's manifest. This module imports nothing from
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -64,6 +66,7 @@ from hiera.index.segments import (
     read_tombstones,
 )
 from hiera.io import load_npy
+from hiera.lock import hold_build
 from hiera.query import Allowed, QueryBatch
 from hiera.spec import method
 
@@ -230,6 +233,11 @@ class Collection(Protocol):
 
     def warmup(self) -> None: ...
 
+    def close(self) -> None:
+        """Let go of the build (a writer may then remove it once it is no longer live); also on garbage collection
+        and at a ``with`` block's end."""
+        ...
+
 
 def _all_found(found: dict[int, Any], rows: list[int], what: str) -> list[Any]:
     """``found``'s rows in ``rows``' order; a missing one means another process removed it since this build was opened."""
@@ -237,7 +245,7 @@ def _all_found(found: dict[int, Any], rows: list[int], what: str) -> list[Any]:
     if missing:
         raise CollectionChangedError(
             f"{missing} {what}(s) this search found were removed from the collection while it ran "
-            "(another process committed a change); search again"
+            "(another process committed a change); search again (a collection kept open: open it again)"
         )
     return [found[r] for r in rows]
 
@@ -266,10 +274,9 @@ class BuildView:
             raise ValueError(f"vectors must be one of {', '.join(VECTOR_DTYPES)}, got {vectors!r}")
         self.root = Path(root)
         self.store = CorpusStore(self.root)
-        build_dir = live_build_dir(self.root)
-        if build_dir is None:
-            raise IndexMissingError(f"{self.root} has no index; run `hiera build {self.root}`")
-        self.build_dir = build_dir
+        self._let_go: weakref.finalize | None = None
+        self.build_dir = self._hold_live_build()
+        build_dir = self.build_dir
         self.manifest = Manifest.read(build_dir)
         self.manifest.check_files(build_dir)
         if self.manifest.corpus_version != self.store.version:
@@ -291,6 +298,26 @@ class BuildView:
         # where the query encoders run (LocalCollection: on the GPU when it searches there); exported backends
         # run on the CPU whatever this says
         self.model_device = "cpu"
+
+    def _hold_live_build(self, tries: int = 5) -> Path:
+        """The live build, held open (:func:`hiera.lock.hold_build`) for as long as this view lives: a writer that
+        publishes a newer build keeps this one until it is let go, so the index files searches load later are
+        still there."""
+        for _ in range(tries):
+            build_dir = live_build_dir(self.root)
+            if build_dir is None:
+                raise IndexMissingError(f"{self.root} has no index; run `hiera build {self.root}`")
+            held, fd = hold_build(build_dir)
+            if held:
+                self._let_go = weakref.finalize(self, os.close, fd) if fd is not None else None
+                return build_dir
+        raise CollectionChangedError(f"the build of {self.root} changed {tries} times while it was being opened; "
+                                     "open it again")
+
+    def release(self) -> None:
+        """Let go of the build now rather than when this view is collected (idempotent)."""
+        if self._let_go is not None:
+            self._let_go()
 
     def _checked_defaults(self) -> dict[str, dict]:
         """The build's (``hiera build --set``) then the tuned (``hiera tune``) parameters, checked by the registry."""
@@ -654,6 +681,15 @@ class LocalCollection:
         if spec.dense:
             qp = batch.tensor("qp", stage.device) if isinstance(stage, TorchPassageStage) else batch.vector("qp")
         return stage.run(batch.texts, qp, docs, spec, batch.filter)
+
+    def close(self) -> None:
+        self.view.release()
+
+    def __enter__(self) -> LocalCollection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

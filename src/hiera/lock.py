@@ -193,3 +193,68 @@ def _release(key: str) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+# -- readers of a build --------------------------------------------------------------------------------------
+# Every process that has a build open holds a shared flock on ``builds/<name>.readers``; a writer removes a build
+# nobody serves any more only when it can take that lock exclusively. A reader loads index files lazily (the first
+# search of a method), so a build removed under it would fail that search; a lock held by a dead process is
+# released with it, so nothing is kept for a reader that is gone.
+READERS_SUFFIX = ".readers"
+
+
+def readers_file(build_dir: Path) -> Path:
+    return build_dir.with_name(build_dir.name + READERS_SUFFIX)
+
+
+def hold_build(build_dir: Path) -> tuple[bool, int | None]:
+    """Take a shared lock on ``build_dir`` for as long as the returned descriptor stays open.
+
+    ``(False, None)``: the build was removed before the lock was taken (resolve the live build again).
+    ``(True, None)``: the lock file cannot be made (a read-only collection, where nothing removes builds).
+    """
+    path = readers_file(build_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError:
+        return build_dir.is_dir(), None
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    # a writer renames a build away before it unlinks the lock file, both under its exclusive lock
+    if os.fstat(fd).st_nlink == 0 or not build_dir.is_dir():
+        os.close(fd)
+        return False, None
+    return True, fd
+
+
+@contextmanager
+def unread_build(build_dir: Path) -> Iterator[bool]:
+    """Whether no process has ``build_dir`` open; while True, none can open it until the block ends (the caller
+    removes it then: new readers wait, then see it gone). The lock file goes with the block when the build went."""
+    path = readers_file(build_dir)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+        if not build_dir.exists():
+            path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def build_is_open(build_dir: Path) -> bool:
+    """Whether some process holds ``build_dir`` open now (a probe that creates nothing: ``hiera check``)."""
+    try:
+        fd = os.open(readers_file(build_dir), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

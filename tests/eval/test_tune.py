@@ -51,8 +51,9 @@ def test_tune_doc_alpha_and_save(col_copy, capsys):
     manifest_before = (build_dir / MANIFEST).read_bytes()
     save_tuned(root, {"lam": 0.4, "top_docs": 3, "doc_alpha": alpha}, {"questions": "tiny"})
     assert (build_dir / MANIFEST).read_bytes() == manifest_before  # builds are immutable
-    fresh = get_retriever("dhr", open_collection(root))
-    assert fresh.defaults["lam"] == 0.4 and fresh.defaults["top_docs"] == 3 and fresh.defaults["doc_alpha"] == alpha
+    with open_collection(root) as reopened:
+        fresh = get_retriever("dhr", reopened)
+        assert fresh.defaults["lam"] == 0.4 and fresh.defaults["top_docs"] == 3 and fresh.defaults["doc_alpha"] == alpha
     # hiera stats shows the tuned values in force beside the build's own defaults
     from hiera.cli import main
 
@@ -62,6 +63,7 @@ def test_tune_doc_alpha_and_save(col_copy, capsys):
     # the next build starts from the tuned values, and the old tuning file goes with the old build
     from hiera.index.build import BuildOptions, build
 
+    col.close()  # an open collection keeps its build (and that build's tuning) until it lets go
     build(root, BuildOptions(progress=False), log=helpers.QUIET)
     new_dir = live_build_dir(root)
     assert new_dir != build_dir and not build_dir.with_name(build_dir.name + ".tuned.json").exists()

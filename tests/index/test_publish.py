@@ -35,7 +35,7 @@ def _results(col: Collection, names=("bm25", "dense", "dhr", "bm25-dhr")) -> dic
 
 
 def _builds(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / BUILDS).iterdir())
+    return sorted(p.name for p in (root / BUILDS).iterdir() if p.is_dir())  # the builds, not their readers files
 
 
 # -- atomic swap -----------------------------------------------------------
@@ -68,7 +68,8 @@ def test_interrupted_build_leaves_the_old_index_working(col_copy: Path, monkeypa
 
 def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old_dir = live_build_dir(col_copy)
-    expected = _results(open_collection(col_copy), names=("bm25", "dense", "dhr"))
+    with open_collection(col_copy) as old:  # let go at the block's end: the rebuild may then remove its build
+        expected = _results(old, names=("bm25", "dense", "dhr"))
     leftover = col_copy / BUILDS / "19990101-000000-1.partial"  # what a killed build leaves behind
     leftover.mkdir()
     (leftover / "junk").write_text("x", encoding="utf-8")
@@ -87,6 +88,47 @@ def test_a_rebuild_swaps_and_cleans_up(col_copy: Path, monkeypatch: pytest.Monke
     assert _builds(col_copy) == [live_build_dir(col_copy).name]
     monkeypatch.undo()
     assert _results(open_collection(col_copy), names=("bm25", "dense", "dhr")) == expected
+
+
+def test_a_build_a_process_has_open_outlives_newer_ones(col_copy: Path) -> None:
+    """A collection opened before a write keeps its build: the writer publishes the new one and leaves the old
+    directory while it is held, so the index files the open collection loads later (lazily, at its first search of
+    a method) are still there. Once it is let go, the next write removes it; ``hiera check`` says why it stays."""
+    from hiera.check import check_collection
+
+    old_dir = live_build_dir(col_copy)
+    held = open_collection(col_copy)  # nothing loaded yet: BM25 and FAISS are read at the first search
+    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+    new_dir = live_build_dir(col_copy)
+    assert new_dir != old_dir and old_dir.is_dir() and _builds(col_copy) == sorted([old_dir.name, new_dir.name])
+    findings = {f.line() for f in check_collection(col_copy)}
+    assert any("kept while a process still has them open" in line and old_dir.name in line for line in findings)
+    assert all(res for res in _results(held).values())  # loads the old build's indexes now, and finds
+    held.close()
+    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+    assert _builds(col_copy) == [live_build_dir(col_copy).name] and not old_dir.exists()
+    assert not [p.name for p in (col_copy / BUILDS).glob("*.readers") if not p.with_suffix("").is_dir()]
+
+
+def test_a_dead_readers_build_is_removed(col_copy: Path) -> None:
+    """The hold is a lock the operating system drops with its process: a reader killed with SIGKILL keeps nothing."""
+    import signal
+    import subprocess
+    import sys
+
+    old_dir = live_build_dir(col_copy)
+    code = ("import sys, time; from hiera.builds import open_collection; c = open_collection(sys.argv[1]); "
+            "print('open', flush=True); time.sleep(120)")
+    reader = subprocess.Popen([sys.executable, "-c", code, str(col_copy)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "open"
+        build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+        assert old_dir.is_dir()  # held by the other process
+    finally:
+        reader.send_signal(signal.SIGKILL)
+        reader.wait(timeout=30)
+    build(col_copy, BuildOptions(progress=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+    assert not old_dir.exists() and _builds(col_copy) == [live_build_dir(col_copy).name]
 
 
 def test_failed_build_keeps_the_old_index(col_copy: Path) -> None:

@@ -94,3 +94,25 @@ def test_a_remote_source_gives_the_same_documents(shared_root: Path, server_url:
     assert [d.id for d in remote] == [d.id for d in local]
     assert [d.metadata["breadcrumb"] for d in remote] == [d.metadata["breadcrumb"] for d in local]
     assert [d.metadata["score"] for d in remote] == pytest.approx([d.metadata["score"] for d in local], abs=1e-5)
+
+
+def test_a_directory_source_follows_the_collection(col_copy: Path, tmp_path: Path) -> None:
+    """Made from a directory, the retriever answers from the collection as it is now: a document added after it was
+    made is found, a removed one is gone, with no error in between (as ``hiera serve`` does). Made from an opened
+    collection, it keeps that collection's state."""
+    import helpers
+
+    from hiera.cli import main
+
+    by_dir = HieraRetriever(source=col_copy, method="bm25", k=3)
+    dense = HieraRetriever(source=col_copy, method="dense", k=3)
+    pinned = HieraRetriever(source=open_collection(col_copy), method="bm25", k=3)
+    q = "honeybee colony queen nectar pollen beeswax"
+    assert all(d.metadata["doc_id"] != "honeybees" for d in by_dir.invoke(q) + dense.invoke(q) + pinned.invoke(q))
+    src = helpers.write_jsonl(tmp_path / "add.jsonl", helpers.make_extra_docs())
+    assert main(["add", str(col_copy), str(src), "--format", "hiera-jsonl", "-q"]) == 0
+    assert by_dir.invoke(q)[0].metadata["doc_id"] == "honeybees"
+    assert dense.invoke(q)[0].metadata["doc_id"] == "honeybees"  # its FAISS files are the new build's
+    assert all(d.metadata["doc_id"] != "honeybees" for d in pinned.invoke(q))
+    assert main(["remove", str(col_copy), "--ids", "honeybees", "-q"]) == 0
+    assert all(d.metadata["doc_id"] != "honeybees" for d in by_dir.invoke(q) + dense.invoke(q))

@@ -81,5 +81,5 @@ def test_bad_input(col, reranker):
     rr = RerankRetriever(get_retriever("bm25", col), reranker)
     with pytest.raises(BadInputError):
         rr.search("   ", k=3)
-    with pytest.raises(BadInputError, match="levels"):
+    with pytest.raises(BadInputError, match="ranks docs, not passages"):
         RerankRetriever(get_retriever("bm25-doc", col), reranker).search("chess", k=3, level="passage")

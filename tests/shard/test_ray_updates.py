@@ -65,7 +65,8 @@ def test_router_serves_a_removal_and_refuses_new_shards(sharded3_copy: Path) -> 
     root = sharded3_copy
     router = _router(root)
     deployed = router.build_dir
-    assert router._open(root).view.build_dir == deployed
+    with router._open(root) as col:  # let go before the removal, which may then delete the deployed build
+        assert col.view.build_dir == deployed
     _remove(root)
     after = live_build_dir(root)
     assert after is not None and after != deployed and not deployed.exists()  # the deployed build was removed

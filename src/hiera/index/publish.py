@@ -52,10 +52,11 @@ from hiera.corpus.store import CorpusStore
 from hiera.errors import HieraError
 from hiera.index.manifest import TUNED_SUFFIX, Manifest
 from hiera.io import fsync_dir
-from hiera.lock import writer_lock
+from hiera.lock import READERS_SUFFIX, unread_build, writer_lock
 
 INDEX_LINK = "index"
 BUILDS = "builds"
+REMOVED = ".removed"  # a build being removed: renamed, then deleted
 PENDING = "pending.json"  # in builds/: {"previous": name, "build": name} while an add's swap awaits its commit
 
 # (partial directory, the store to read, the live build's directory and manifest, if any) → the new manifest
@@ -177,9 +178,11 @@ def publish(root: str | Path, write: Writer, *, store: CorpusStore | None = None
 
 
 def remove_unused_builds(root: Path) -> None:
-    """Every build but the live one, leftovers of killed builds and tuning files of removed builds.
+    """Every build but the live one that no process has open, leftovers of killed builds, and the tuning and
+    readers files of removed builds.
 
-    Called under the writer lock, so no other build is being written.
+    Called under the writer lock, so no other build is being written. A build some reader still holds
+    (:func:`hiera.lock.hold_build`) is kept; a later writer removes it once it is let go.
     """
     settle_pending(Path(root))
     builds = Path(root) / BUILDS
@@ -187,11 +190,25 @@ def remove_unused_builds(root: Path) -> None:
     if not builds.is_dir():
         return
     for p in builds.iterdir():
-        if p.is_dir() and (live is None or p.resolve() != live):
+        if not p.is_dir() or (live is not None and p.resolve() == live):
+            continue
+        if p.name.endswith((".partial", REMOVED)):  # a killed build's or a killed removal's leftovers
             shutil.rmtree(p, ignore_errors=True)
+            continue
+        with unread_build(p) as unread:  # a build a process still has open stays until it is let go
+            if unread:
+                gone = p.with_name(p.name + REMOVED)  # renamed first: a reader waiting on the lock sees it gone
+                shutil.rmtree(gone, ignore_errors=True)
+                os.replace(p, gone)
+                shutil.rmtree(gone, ignore_errors=True)
     for p in builds.glob(f"*{TUNED_SUFFIX}"):
         if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir():
             p.unlink(missing_ok=True)
+    for p in builds.glob(f"*{READERS_SUFFIX}"):  # left by a reader that lost the race to a removal
+        build = builds / p.name[: -len(READERS_SUFFIX)]
+        if not build.is_dir():
+            with unread_build(build):
+                pass
 
 
 def _publish_locked(root: Path, write: Writer, store: CorpusStore, in_transaction: bool) -> Manifest:

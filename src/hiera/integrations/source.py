@@ -93,14 +93,30 @@ class LocalSource:
             from hiera.read.reader import Reader
 
             self.reader = Reader(reader)
+        self._root: Path | None = None  # a directory: followed to each newer build; an opened collection is kept
         if isinstance(collection, str | os.PathLike):
             from hiera.builds import open_collection
 
+            self._root = Path(collection)
             collection = open_collection(collection)
         self.col = collection
         self.name = Path(getattr(collection, "root", "collection")).name
         self._retrievers: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def _follow(self) -> None:
+        """Open the newer build when a change was committed since this one (one SQL read), as ``hiera serve`` does:
+        a source made from a directory answers from the collection as it is now. While documents are ingested but
+        not yet built, the reopen fails in one line (``run hiera build``) rather than answer from an older state."""
+        col = self.col
+        if self._root is None or col.store.version == col.manifest.corpus_version:
+            return
+        from hiera.builds import open_collection
+
+        with self._lock:
+            if self.col is col:
+                self.col, self._retrievers = open_collection(self._root), {}
+                col.close()
 
     def available(self) -> list[str]:
         return [n for n, s in METHODS.items() if set(s.requires) <= set(self.col.built)]
@@ -121,6 +137,7 @@ class LocalSource:
     def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
                filter: str | None = None) -> Results:
         checked = check_request(method, k, level, params)
+        self._follow()
         return self._retriever(method).search(query, k=k, level=level, **({"filter": filter} if filter else {}),
                                               **checked)
 
@@ -134,6 +151,7 @@ class LocalSource:
         from hiera.read.pipeline import answer
 
         checked = check_request(method, k, "passage", params)
+        self._follow()
         out = answer(self._retriever(method), self.reader, query, k=k,
                      search_params={**checked, **({"filter": filter} if filter else {})},
                      read_params=reader_spec().check(read), sep=self.col.store.title_sep)

@@ -313,6 +313,15 @@ class ShardedCollection:
                     b[i][mine] = part[1][i]
         return Scores(d, b)
 
+    def close(self) -> None:
+        self.view.release()
+
+    def __enter__(self) -> ShardedCollection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)
         self.view.warmup()
