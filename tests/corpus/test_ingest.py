@@ -218,3 +218,17 @@ def test_an_id_repeated_within_one_file_is_reported_not_counted_as_a_replacement
     assert rc == 0 and "ingested 2 documents (0 replaced)" in err
     assert f"1 record repeated an id given earlier in the same file, and the last record of each id was kept: " \
            f"'{a.id}'" in err
+
+
+def test_a_file_with_no_documents_is_refused(collection: Path, tmp_path: Path) -> None:
+    """A file that parses but holds no document (SQuAD's ``"data": []``, the wrong format for the file) is a
+    one-line error: no empty collection is made, and an existing one is unchanged."""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"version": "1.1", "data": []}), encoding="utf-8")
+    with pytest.raises(BadInputError, match="no documents in it as --format squad"):
+        ingest([empty], "squad", tmp_path / "new", progress=False)
+    assert not (tmp_path / "new").exists()
+    before = CorpusStore(collection).stats()
+    with pytest.raises(BadInputError, match="no documents in it"):
+        ingest([empty], "squad", collection, progress=False)
+    assert CorpusStore(collection).stats() == before

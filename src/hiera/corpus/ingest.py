@@ -55,7 +55,12 @@ def ingest(
     def records() -> Iterator[Record]:
         for src in sources:
             reading[0] = str(src)
-            yield from reader(Path(src), on_bad)
+            n, bad = 0, len(skipped)
+            for rec in reader(Path(src), on_bad):
+                n += 1
+                yield rec
+            if n == 0 and len(skipped) == bad:  # parsed, yet nothing in it: the wrong format, or an empty export
+                raise BadInputError(f"{src}: no documents in it as --format {fmt}; the collection is unchanged")
 
     with writer_lock(root, "hiera ingest", create=True):
         try:
