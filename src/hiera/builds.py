@@ -113,8 +113,12 @@ def select_documents(root: str | Path, ids: Sequence[str] = (), titles: Sequence
 
 def remove_documents(root: str | Path, doc_ids: Sequence[str], log: Callable[[str], None] = print,
                      device: str = "auto", compact_at: float = COMPACT_AT, progress: bool = True,
-                     before_commit: Callable[[], None] | None = None) -> RemoveReport:
+                     before_commit: Callable[[], None] | None = None, *, source: str | None = None,
+                     of_source: Sequence[str] = ()) -> RemoveReport:
     """Remove documents and publish the build without them, in one transaction (``hiera remove``).
+
+    ``source`` and ``of_source`` (``hiera remove --source``): of these documents, what that source contributed;
+    a merged document keeps its other sources' parts (:meth:`CorpusStore.remove`).
 
     Holds the writer lock throughout; a refusal (unknown id, every document)
     or a failure of the build leaves the collection exactly as it was.
@@ -133,6 +137,6 @@ def remove_documents(root: str | Path, doc_ids: Sequence[str], log: Callable[[st
             before_commit()
 
     with writer_lock(root, "hiera remove"):
-        report = store.remove(doc_ids, before_commit=publish)
+        report = store.remove(doc_ids, before_commit=publish, source=source, of_source=of_source)
         remove_unused_builds(root)
     return report

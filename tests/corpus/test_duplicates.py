@@ -300,3 +300,32 @@ def test_a_part_renamed_away_leaves_the_merged_document(tmp_path: Path, renamed:
     after = store.get_document(stays.id)
     assert after is not None and [p for _, p in store.iter_passages([stays.id])]
     store.close()
+
+
+@pytest.mark.parametrize("source", ["second", "first"])
+def test_removing_a_source_keeps_the_other_sources_parts(tmp_path: Path, source: str) -> None:
+    """``remove --source S`` takes what S contributed: its own documents whole, and its parts of documents merged
+    with another source's, which are composed again from what remains (under their first remaining part's id)."""
+    root = tmp_path / "c"
+    first = _first()
+    only_first = Document(id="lone1", title="Lone first", lead=["Only the first source has this."],
+                          metadata={"source": "first"})
+    second = _second()
+    second.metadata = {"source": "second"}
+    only_second = Document(id="lone2", title="Lone second", lead=["Only the second source has this."],
+                           metadata={"source": "second"})
+    ingest([_jsonl(tmp_path / "a.jsonl", first, only_first)], "hiera-jsonl", root, progress=False)
+    ingest([_jsonl(tmp_path / "b.jsonl", second, only_second)], "hiera-jsonl", root, progress=False)
+    store = CorpusStore(root)
+    assert (store.stats()["documents"], store.stats()["merged"]) == (3, 1)
+    report = store.remove([], source=source, of_source=["tesla", "lone1" if source == "first" else "lone2"])
+    assert (report.documents, report.parts) == (1, 1)
+    assert store.stats()["documents"] == 2 and store.stats()["merged"] == 0
+    kept_id, gone_text, kept_text = (("tesla", NOVEL, LEAD) if source == "second"
+                                     else ("Nikola_Tesla", "Smiljan", NOVEL))
+    assert store.canonical_id("tesla" if source == "second" else "Nikola_Tesla") == kept_id
+    texts = " ".join(p.text for _, p in store.iter_passages([kept_id]))
+    assert kept_text in texts and gone_text not in texts
+    assert [s["source"] for s in store.get_document(kept_id).metadata.get("sources", [])] in ([], [
+        "first" if source == "second" else "second"])
+    store.close()

@@ -125,10 +125,15 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     root = Path(args.index)
     _live_build(root, f"remove documents after `hiera build {root}`")
-    ids = select_documents(root, ids=args.ids or (), titles=args.titles or (), source=args.source, filter=args.filter)
+    by_doc = {"ids": args.ids or (), "titles": args.titles or (), "filter": args.filter}
+    # --source takes what that source contributed: a merged document keeps its other sources' parts
+    ids = select_documents(root, **by_doc) if any(by_doc.values()) or not args.source else []
+    of_source = select_documents(root, source=args.source) if args.source else []
     report = remove_documents(root, ids, log=log_unless(args.quiet), device=args.device, compact_at=args.compact_at,
-                              progress=not args.quiet)
-    log(f"removed {report.documents} documents ({report.passages} passages); {_build_state(root, args.compact_at)}")
+                              progress=not args.quiet, source=args.source, of_source=of_source)
+    parts = f" and {report.parts} parts of merged documents" if report.parts else ""
+    log(f"removed {report.documents} documents{parts} ({report.passages} passages); "
+        f"{_build_state(root, args.compact_at)}")
     return 0
 
 
@@ -271,7 +276,9 @@ def register(add: AddCommand) -> None:
     sp.add_argument("index")
     sp.add_argument("--ids", nargs="+", metavar="ID", help="document ids")
     sp.add_argument("--titles", nargs="+", metavar="TITLE", help="document titles or redirects to them, as Wikipedia compares titles (_ is a space; the first letter's case does not count)")
-    sp.add_argument("--source", default=None, metavar="NAME", help="every document of this source")
+    sp.add_argument("--source", default=None, metavar="NAME",
+                    help="what this source contributed: its documents, and its parts of documents merged with other "
+                         "sources (those keep the rest)")
     sp.add_argument("--filter", default=None, metavar="EXPR", help="every document this filter matches (as in search)")
     _change_options(sp)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hiera.corpus.dedup import DUPLICATE_MODES, Part, compose, title_key
+from hiera.corpus.dedup import DUPLICATE_MODES, Part, compose, origin_label, title_key
 from hiera.corpus.readers.base import OnBad, Record, Redirect, raise_bad
 from hiera.corpus.split import split_document
 from hiera.corpus.tree import Document, Passage, PassageRules
@@ -95,6 +95,7 @@ class RemoveReport:
     documents: int = 0
     passages: int = 0
     ids: list[str] = field(default_factory=list)
+    parts: int = 0  # parts taken out of merged documents that keep their other sources (``source=``)
 
 
 @dataclass(frozen=True)
@@ -243,25 +244,40 @@ class CorpusStore:
             raise
         return report
 
-    def remove(self, doc_ids: Sequence[str], before_commit: Callable[[], None] | None = None) -> RemoveReport:
+    def remove(self, doc_ids: Sequence[str], before_commit: Callable[[], None] | None = None, *,
+               source: str | None = None, of_source: Sequence[str] = ()) -> RemoveReport:
         """Remove documents (a merged document with every part) in one transaction; nothing changes on any refusal.
 
-        Unknown ids, and removing every document, are refused before anything
-        is written. ``before_commit`` runs inside the transaction after the
-        version bump, as in :meth:`ingest` (the live build is updated there).
+        ``of_source``: documents to remove what ``source`` contributed to: a merged document that also holds other
+        sources' parts loses only that source's parts and is composed again from the rest (it keeps the id of its
+        first remaining part); any other document goes whole. Unknown ids, and removing every document, are
+        refused before anything is written. ``before_commit`` runs inside the transaction after the version bump,
+        as in :meth:`ingest` (the live build is updated there).
         """
         conn = self._conn()
         report = RemoveReport()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            wanted = list(dict.fromkeys(doc_ids))
+            wanted = list(dict.fromkeys([*doc_ids, *of_source]))
             resolved = {i: self.canonical_id(i) for i in wanted}
             unknown = [i for i, c in resolved.items() if c is None]
             if unknown:
                 more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
                 raise BadInputError(f"unknown document ids: {', '.join(map(repr, unknown[:5]))}{more}; nothing removed")
-            ids = list(dict.fromkeys(c for c in resolved.values() if c is not None))
-            if not ids:
+            ids = list(dict.fromkeys(resolved[i] for i in doc_ids if resolved[i] is not None))
+            writer = _Writer(conn, self.rules or PassageRules(), IngestReport(), "merge")
+            keep: dict[str, list[Part]] = {}  # merged documents that lose some parts → the parts they keep
+            for d in dict.fromkeys(resolved[i] for i in of_source):
+                if d is None or d in ids:
+                    continue
+                parts = writer.parts(d)
+                rest = [p for p in parts if origin_label(p.doc, p.origin) != source]
+                if len(parts) > 1 and rest:
+                    keep[d] = rest
+                    report.parts += len(parts) - len(rest)
+                else:
+                    ids.append(d)
+            if not ids and not keep:
                 raise BadInputError("no documents to remove; nothing removed")
             total = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
             if len(ids) >= total:
@@ -270,7 +286,7 @@ class CorpusStore:
                     "(a collection keeps at least one document: delete its directory to drop it)"
                 )
             conn.execute(_RETIRED_SCHEMA)
-            merges = self._merges()
+            merges = self._merges() or bool(keep)
             titles: list[str] = []
             for doc_id in ids:
                 title = conn.execute("SELECT title FROM documents WHERE id=?", (doc_id,)).fetchone()[0]
@@ -286,6 +302,14 @@ class CorpusStore:
             for chunk in _chunks(titles, 500):
                 conn.execute(f"DELETE FROM aliases WHERE target IN ({','.join('?' * len(chunk))}) "
                              "AND target NOT IN (SELECT title FROM documents)", chunk)
+            for d, rest in keep.items():
+                before = conn.execute("SELECT COUNT(*) FROM passages WHERE doc_id=?", (d,)).fetchone()[0]
+                if rest[0].id != d:  # its first part goes: the rest become one document under their first's id
+                    writer.delete(d)
+                writer.recompose(rest[0].id, rest)
+                report.passages += before - conn.execute(
+                    "SELECT COUNT(*) FROM passages WHERE doc_id=?", (rest[0].id,)).fetchone()[0]
+            writer.finish()
             report.documents, report.ids = len(ids), ids
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             if before_commit is not None:
