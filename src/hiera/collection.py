@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -530,7 +530,22 @@ def score_rows(matrix: VectorMatrix, positions: np.ndarray, q: np.ndarray) -> np
 
 # -- one build directory ---------------------------------------------------------------------------------------
 @on_view
-class LocalCollection:
+class HoldsBuild:
+    """``close()`` and ``with`` for a collection over a :class:`BuildView` (``self.view``): let its build go."""
+
+    view: BuildView
+
+    def close(self) -> None:
+        self.view.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalCollection(HoldsBuild):
     """The indexes of one (unsharded) build, loaded lazily; the :class:`Collection` retrievers usually read."""
 
     def __init__(self, root: str | Path, *, device: str = "auto", dense_search: str = "auto", **options: Any) -> None:
@@ -681,15 +696,6 @@ class LocalCollection:
         if spec.dense:
             qp = batch.tensor("qp", stage.device) if isinstance(stage, TorchPassageStage) else batch.vector("qp")
         return stage.run(batch.texts, qp, docs, spec, batch.filter)
-
-    def close(self) -> None:
-        self.view.release()
-
-    def __enter__(self) -> LocalCollection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def warmup(self) -> None:
         """Load what searches need, so the first request is not the slow one."""

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.collection import BuildView, on_view, score_rows
+from hiera.collection import BuildView, HoldsBuild, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.exact import Placement, resolve_placement
 from hiera.index.masked import bm25_top, vector_search
@@ -152,7 +152,7 @@ class ShardedMatrix:
 
 
 @on_view
-class ShardedCollection:
+class ShardedCollection(HoldsBuild):
     """The :class:`~hiera.collection.Collection` of a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve).
 
     ``options`` open the build view (``doc_encoder``, ``passage_encoder``,
@@ -312,15 +312,6 @@ class ShardedCollection:
                 if b is not None:
                     b[i][mine] = part[1][i]
         return Scores(d, b)
-
-    def close(self) -> None:
-        self.view.release()
-
-    def __enter__(self) -> ShardedCollection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def warmup(self) -> None:
         self.fanout.call("warmup", [()] * self.fanout.n)
