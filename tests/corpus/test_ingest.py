@@ -203,7 +203,8 @@ def test_an_id_repeated_within_one_file_is_reported_not_counted_as_a_replacement
     again = helpers.make_extra_docs()[0]
     again.lead = ["The second record with this id, the one kept."]
     src = helpers.write_jsonl(tmp_path / "rep.jsonl", [a, b, again])
-    changed = helpers.make_docs()[0]  # an id the collection already holds: an update, counted as replaced
+    changed = helpers.make_docs()[0]  # an id the collection already holds, with new text: an update, counted as replaced
+    changed.lead = [*changed.lead[:-1], changed.lead[-1] + " A clause added in this version."]
     update = helpers.write_jsonl(tmp_path / "upd.jsonl", [changed])
     before = CorpusStore(collection).stats()["passages"]
     report = ingest([src, update], "hiera-jsonl", collection, progress=False)
@@ -232,3 +233,19 @@ def test_a_file_with_no_documents_is_refused(collection: Path, tmp_path: Path) -
     with pytest.raises(BadInputError, match="no documents in it"):
         ingest([empty], "squad", collection, progress=False)
     assert CorpusStore(collection).stats() == before
+
+
+def test_documents_given_again_unchanged_are_left_as_they_are(collection: Path, tmp_path: Path) -> None:
+    """Re-ingesting what is stored writes nothing (no retired rows, no new row ids); a changed document replaces."""
+    docs = helpers.make_docs()
+    store = CorpusStore(collection)
+    rows = {r.id: r.rowid for r in store.iter_docs()}
+    store.close()
+    docs[0].lead = [*docs[0].lead, "One more sentence about it, new in this version."]
+    report = ingest([helpers.write_jsonl(tmp_path / "again.jsonl", docs)], "hiera-jsonl", collection, progress=False)
+    assert (report.documents, report.replaced, report.unchanged) == (1, 1, len(docs) - 1)
+    store = CorpusStore(collection)
+    after = {r.id: r.rowid for r in store.iter_docs()}
+    assert {d for d in rows if after[d] != rows[d]} == {docs[0].id}
+    assert list(store.retired([rows[d.id] for d in docs])) == [rows[docs[0].id]]
+    store.close()

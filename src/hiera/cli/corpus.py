@@ -23,6 +23,8 @@ def _report_ingest(report, args: argparse.Namespace) -> None:
         f"ingested {report.documents} documents ({report.replaced} replaced), {report.passages} passages, "
         f"{report.redirects} redirects"
     )
+    if report.unchanged:
+        msg += f"; {report.unchanged} documents were unchanged and left as they were"
     if report.merged:
         msg += f"; merged {report.merged} documents into the one another source already held"
     if report.duplicates:

@@ -88,6 +88,7 @@ class IngestReport:
     skipped_examples: list[str] = field(default_factory=list)
     new_doc_ids: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)  # ids given again within one file: the last record is kept
+    unchanged: int = 0  # documents given again exactly as stored: nothing written, nothing for the index to redo
 
 
 @dataclass
@@ -566,6 +567,9 @@ class _Writer:
         if owner is not None:  # an update of a document, or of one part of a merged document
             rowid, earlier = conn.execute("SELECT rowid, n_passages FROM documents WHERE id=?", (owner,)).fetchone()
             parts = self.parts(owner)
+            if rowid < self.file_start and any(p.id == doc.id and p.doc == doc for p in parts):
+                report.unchanged += 1  # as stored: rewriting it would only retire and re-add the same passages
+                return
             others = [p for p in parts if p.id != doc.id]
             if others and not self.keys(doc) & {title_key(p.doc.title) for p in others}:
                 # renamed away from the article it was merged into: it leaves that one (which keeps its other
