@@ -175,7 +175,12 @@ def test_build_compact_drops_dead_rows_and_keeps_options(bm25_copy: Path, tmp_pa
     assert helpers.run_cli(capsys, "remove", str(bm25_copy), "--ids", "chess", *SEGMENT, "-q")[0] == 0
     changed = Manifest.read(live_build_dir(bm25_copy))
     answers = _ids(bm25_copy, "honeybee volcano lighthouse chess")
+    before = live_build_dir(bm25_copy)
     rc, _, err = helpers.run_cli(capsys, "build", str(bm25_copy), "--compact", "--bm25-k1", "3", "-q")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err  # an option compaction would not apply: refused
+    assert "--compact keeps the live build's options: drop --bm25-k1" in err
+    assert live_build_dir(bm25_copy) == before
+    rc, _, err = helpers.run_cli(capsys, "build", str(bm25_copy), "--compact", "-q")
     assert rc == 0, err
     assert err.startswith(f"compacted {bm25_copy}: removed 1 dead documents ({changed.updates['dead']['passages']} "
                           "passages), merged a delta of 2 documents; 7 documents, ")

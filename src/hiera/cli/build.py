@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from hiera.cli.common import AddCommand, add_device_option, log, log_unless
-from hiera.errors import HieraError
+from hiera.errors import BadInputError, HieraError
 from hiera.spec import add_set_option
 
 
@@ -33,6 +33,11 @@ def _compact(args: argparse.Namespace) -> int:
     from hiera.index.publish import live_build_dir
 
     root = Path(args.index)
+    given = [flag for dest, (flag, default) in getattr(args, "compact_refuses", {}).items()
+             if getattr(args, dest, default) != default]
+    if given:
+        raise BadInputError(f"--compact keeps the live build's options: drop {', '.join(given)} "
+                            "(or build without --compact to change them)")
     CorpusStore(root)  # no collection: refused in one line
     live = live_build_dir(root)
     if live is None:
@@ -97,7 +102,8 @@ def register(add: AddCommand) -> None:
     sp.add_argument("index")
     sp.add_argument("--compact", action="store_true",
                     help="rewrite the live build without its removed and replaced documents, its new text merged in: "
-                         "the live build's options are kept (the others here are ignored), every vector reused")
+                         "the live build's options are kept (giving another option here is an error), every vector "
+                         "reused")
     sp.add_argument("--no-dense", action="store_true", help="BM25 only (no encoding)")
     sp.add_argument("--no-bm25", action="store_true")
     sp.add_argument("--doc-encoder", default=DEFAULT_MODEL, help="model name or local directory")
@@ -128,3 +134,6 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--ray-address", default=None, metavar="auto|ADDRESS",
                     help="--engine ray: the cluster to use (default: start a local Ray)")
     sp.add_argument("--workers", type=int, default=None, help="--engine ray: encoding actors (default: the cluster's CPUs)")
+    # what --compact does not take (it keeps the live build's options): refused when given, never silently dropped
+    sp.set_defaults(compact_refuses={a.dest: (a.option_strings[0], a.default) for a in sp._actions
+                                     if a.option_strings and a.dest not in {"help", "compact", "device", "quiet"}})
