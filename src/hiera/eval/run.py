@@ -251,9 +251,14 @@ def write_trec(runs: dict[str, RetrieverRun], questions: Sequence[Question], out
             for q, res in zip(questions, results, strict=True):
                 for h in res.hits:
                     docno = h.doc_id if res.level == "doc" else (h.passage_id or h.doc_id)
-                    fh.write(f"{q.id} Q0 {docno.replace(' ', '_')} {h.rank} {h.score:.6f} hiera-{name}\n")
+                    fh.write(f"{_trec_token(q.id)} Q0 {_trec_token(docno)} {h.rank} {h.score:.6f} hiera-{name}\n")
         paths.append(path)
     return paths
+
+
+def _trec_token(text: str) -> str:
+    """A TREC run column is one whitespace-free token: whitespace in an id becomes ``_`` (as in the docno)."""
+    return "_".join(str(text).split()) or "_"
 
 
 def plot_topk(runs: dict[str, RetrieverRun], out: Path, kmax: int = 100) -> Path | None:

@@ -1,0 +1,20 @@
+"""TREC run files: six whitespace-separated columns per line, whatever the ids hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hiera.eval.questions import Question
+from hiera.eval.run import RetrieverRun, write_trec
+from hiera.results import Hit, Results
+
+
+def test_ids_with_whitespace_stay_one_column(tmp_path: Path) -> None:
+    q = Question(id="q 1\tx", text="what?", answers=["a"])
+    hits = [Hit(rank=1, score=2.5, doc_id="Doc One", title="Doc One", passage_id="Doc One#0"),
+            Hit(rank=2, score=1.25, doc_id="two", title="Two", passage_id="two#3")]
+    run = RetrieverRun("bm25", passage_runs=[Results(query=q.text, level="passage", hits=hits, retriever="bm25")])
+    (path,) = write_trec({"bm25": run}, [q], tmp_path)
+    lines = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines == [["q_1_x", "Q0", "Doc_One#0", "1", "2.500000", "hiera-bm25"],
+                     ["q_1_x", "Q0", "two#3", "2", "1.250000", "hiera-bm25"]]
