@@ -360,6 +360,21 @@ def test_float32_vectors_serve_the_same_hits(client: TestClient, collection_dir:
     assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)
 
 
+def test_an_unexpected_failure_is_json_with_one_line(collection_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure no handler names is still a JSON body with a one-line ``detail``, not a plain-text 500."""
+    from hiera.retrieve.bm25 import Bm25Retriever
+    from hiera.serve import create_app
+
+    def broken(self, *a, **k):
+        raise RuntimeError("the disk\nwent away")
+
+    monkeypatch.setattr(Bm25Retriever, "batch_search", broken)
+    with TestClient(create_app(collection_dir, warmup=False), raise_server_exceptions=False) as c:
+        r = c.get("/search", params={"q": BEES, "retriever": "bm25"})
+    assert r.status_code == 500 and r.headers["content-type"].startswith("application/json")
+    assert r.json()["detail"] == "internal error (RuntimeError): the disk went away"
+
+
 # -- CORS (off unless one origin is allowed) ------------------------------------------------
 def test_cors_is_off_by_default(client_plain: TestClient) -> None:
     r = client_plain.get("/health", headers={"Origin": "https://evil.example"})

@@ -156,7 +156,14 @@ def test_ray_serve_shows_a_removal_without_redeploy_and_refuses_new_text(served_
     _remove(root)
     after = live_build_dir(root)
     assert after is not None
-    _until("the removal's build served", lambda: get_json(url + "health")[1].get("build") == after.name)
+
+    def removal_searched() -> bool:  # searches alone (no /health) pick the change up: never a 500 meanwhile
+        status, body = _search(url, "bm25")
+        assert status == 200, body
+        return REMOVED not in {h["doc_id"] for h in body["hits"]}
+
+    _until("the removal's build served to a search", removal_searched)
+    assert get_json(url + "health")[1].get("build") == after.name
     local = open_collection(root)
     for method in METHODS:
         status, body = _search(url, method)

@@ -38,6 +38,7 @@ from fastapi import FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 
 from hiera.builds import open_collection, remove_documents
 from hiera.collection import Collection
@@ -198,6 +199,13 @@ def create_app(
         return JSONResponse(status_code=503, content={"detail": str(exc), "missing_shards": exc.shards},
                             headers={"Retry-After": "2"})
 
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """A failure no handler above names: still JSON with a one-line ``detail`` (the traceback goes to the log)."""
+        log.exception("%s %s failed", request.method, request.url.path)
+        line = " ".join(str(exc).split()) or "no message"
+        return JSONResponse(status_code=500, content={"detail": f"internal error ({type(exc).__name__}): {line}"})
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_message(exc)})
@@ -291,7 +299,10 @@ def create_app(
         under ``ignored``): the web page sends its controls' values whatever
         the method, and that must not be an error.
         """
-        r, params, ignored = checked_request(request, q, retriever, rerank, given, filter, search_names)
+        # in a worker thread: a refresh opens the newer build (and, served by Ray, calls its shards), which must not
+        # block the event loop, and Ray refuses its blocking calls there
+        r, params, ignored = await run_in_threadpool(
+            checked_request, request, q, retriever, rerank, given, filter, search_names)
         if level is not None:
             try:
                 check_level(retriever, r.levels, level)  # a bad value like any other: a 422 before any search
@@ -326,8 +337,9 @@ def create_app(
         if refused:
             raise _unprocessable(f"{', '.join(refused)}: the reader is chosen when the server starts (--reader DIR)")
         reader = service.answerer()
-        r, params, ignored = checked_request(
-            request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}, filter, answer_names
+        r, params, ignored = await run_in_threadpool(
+            checked_request, request, q, retriever, rerank, {n: v for n, v in given.items() if n in canonical}, filter,
+            answer_names,
         )
         if "passage" not in r.spec.levels:
             raise _unprocessable(f"the reader reads passages; retriever {retriever!r} ranks documents only")
