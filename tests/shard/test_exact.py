@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 from shard.compare import QUERIES, assert_same
 
 from hiera.builds import build_collection, open_collection
 from hiera.collection import Collection, LocalCollection
-from hiera.errors import BadInputError
+from hiera.errors import BadInputError, IndexMissingError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.bm25stats import CorpusStats, analyze, build_with_stats
 from hiera.index.build import BuildOptions
@@ -137,3 +138,17 @@ def test_fused_methods_ask_each_shard_once(sharded3: Path, cols: dict[str, Colle
         res = retriever.search(q, k=10, level="passage")
         assert counting.calls == trips, q
         assert_same(get_retriever(name, cols["one"]).search(q, k=10, level="passage").hits, res.hits, q)
+
+
+def test_a_build_without_bm25_refuses_hybrid_as_one_index_does(tmp_path: Path, shard_cache: Path,
+                                                                unsharded: Path) -> None:
+    """``hybrid`` needs BM25: a sharded build made without it refuses in the same line as an unsharded one, rather
+    than fusing the dense list with an empty BM25 list."""
+    errors = []
+    for name, shards in (("one", 0), ("s2", 2)):
+        opts = BuildOptions(progress=False, cache_dir=shard_cache, bm25=False, shards=shards)
+        col = open_collection(helpers.build_collection(tmp_path / name, helpers.make_docs(), opts))
+        with pytest.raises(IndexMissingError) as e:
+            get_retriever("hybrid", col).search("volcano lava", k=3)
+        errors.append(str(e.value).replace(str(tmp_path / name), "ROOT"))
+    assert errors[0] == errors[1] and "has no BM25 index" in errors[0]

@@ -269,6 +269,7 @@ class ShardedCollection(HoldsBuild):
             ids, sc = vector_search(self.passage_faiss, lambda: self.passage_vectors, qp, depth, allowed, "passage")
             keep = ids[0] >= 0
             return bm25, (ids[0][keep].astype(np.int64), sc[0][keep])
+        self.view.need("BM25", self.view.manifest.bm25 is not None)  # as one index refuses: never an empty BM25 list
         self.view.need("dense", self.view.has_dense)
         q = np.ascontiguousarray(np.atleast_2d(qp), dtype=np.float32)
         parts, starts = answered(self.fanout.call("passage_lists", [(query, q, depth)] * self.fanout.n, partial_ok=True),
