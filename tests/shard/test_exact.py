@@ -152,3 +152,17 @@ def test_a_build_without_bm25_refuses_hybrid_as_one_index_does(tmp_path: Path, s
             get_retriever("hybrid", col).search("volcano lava", k=3)
         errors.append(str(e.value).replace(str(tmp_path / name), "ROOT"))
     assert errors[0] == errors[1] and "has no BM25 index" in errors[0]
+
+
+def test_stats_lists_the_filter_fields_of_a_sharded_build(unsharded: Path, sharded3: Path, capsys) -> None:
+    """``hiera stats`` shows what ``--filter`` can name on a sharded build too (the same fields), and its shards."""
+    import json
+
+    from hiera.cli import main
+
+    shown = {}
+    for name, root in (("one", unsharded), ("s3", sharded3)):
+        assert main(["stats", str(root), "--json"]) == 0
+        shown[name] = json.loads(capsys.readouterr().out)
+    assert shown["s3"]["filter_fields"] == shown["one"]["filter_fields"] and shown["one"]["filter_fields"]
+    assert shown["s3"]["index"]["shards"] == 3 and "shards" not in shown["one"]["index"]

@@ -182,12 +182,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "tuned": read_tuned(build_dir),  # hiera tune's values: in force on top of the defaults
             "updates": _updates_stats(m),
         }
-        if not stats["index"]["stale"] and not m.shards:
+        if m.shards:
+            stats["index"]["shards"] = len(m.shards)
+        if not stats["index"]["stale"]:
             from hiera.builds import open_collection
             from hiera.index.filters import fields_of
 
             # what --filter can name: each field with its type, level and how many documents (passages) have it
-            stats["filter_fields"] = fields_of(open_collection(Path(args.index)))
+            with open_collection(Path(args.index)) as col:
+                stats["filter_fields"] = fields_of(col)
     if args.json:
         print_json(stats)
     else:
