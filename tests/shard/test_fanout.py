@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+import helpers
+import pytest
+
 from hiera.index.dense import faiss_module
 from hiera.shard.fanout import LocalFanOut
 
@@ -23,3 +26,18 @@ def test_shard_threads_split_the_cores_for_faiss() -> None:
             fan.close()
         assert got == [want] * n, (n, cores)
     assert faiss_module().omp_get_max_threads() == before  # the calling thread keeps its setting
+
+
+def test_an_unreachable_ray_address_is_one_line_at_once() -> None:
+    """Ray retries a head that does not answer for minutes; a HOST:PORT nothing listens on is refused within seconds."""
+    import time
+
+    pytest.importorskip("ray")
+    from hiera.errors import HieraError
+    from hiera.shard.engine import connect_ray
+
+    port = helpers.free_port()  # nothing listens there
+    t = time.monotonic()
+    with pytest.raises(HieraError, match=f"cannot reach the Ray head at 127.0.0.1:{port}: .*refused") as e:
+        connect_ray(f"127.0.0.1:{port}")
+    assert time.monotonic() - t < 10 and "\n" not in str(e.value)

@@ -47,6 +47,7 @@ from hiera.index.manifest import SHARDS_DIR, Manifest
 from hiera.index.publish import live_build_dir
 from hiera.models import passive_threads
 from hiera.serve.guard import SHARD_TIMEOUT_S
+from hiera.shard.engine import connect_ray
 from hiera.shard.fanout import current_calls, settle
 from hiera.shard.shard import Shard
 
@@ -419,10 +420,7 @@ def serve_forever(root: Path, address: str | None, *, watch_every: float = 2.0, 
         raise HieraError("--engine ray needs Ray: pip install 'hiera[ray]'") from None
     owned = not ray.is_initialized()
     if owned:
-        try:
-            ray.init(**({"address": address} if address else {"include_dashboard": False}), log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            raise HieraError(f"cannot start or reach {address or 'a local Ray'}: {str(e).splitlines()[0]}") from None
+        connect_ray(address)
     stop = {"now": False}
 
     def _stop(*_: Any) -> None:

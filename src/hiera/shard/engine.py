@@ -26,6 +26,7 @@ Ray is imported only by :class:`RayEngine`, so hiera works without the ``ray`` e
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,26 @@ class EncodeActor:
         return {"i": batch["i"], "v": _rounded(vecs), "node": np.full(len(vecs), node)}
 
 
+def connect_ray(address: str | None, reach_timeout: float = 5.0) -> None:
+    """``ray.init`` at ``address`` (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), or a local Ray when None; a failure
+    is one line. A ``HOST:PORT`` nothing answers on is refused within ``reach_timeout`` seconds: Ray itself keeps
+    retrying an unreachable head for minutes."""
+    import ray
+
+    if address and address != "auto":
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if host and port.isdigit():
+            try:
+                socket.create_connection((host, int(port)), timeout=reach_timeout).close()
+            except OSError as e:
+                raise HieraError(f"cannot reach the Ray head at {address}: {e.strerror or e} (is `ray start --head` "
+                                 "running there, and is the port right?)") from None
+    try:
+        ray.init(**({"address": address} if address else {"include_dashboard": False}), log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise HieraError(f"cannot start or reach {address or 'a local Ray'}: {str(e).splitlines()[0]}") from None
+
+
 class RayEngine:
     """Ray tasks per shard and Ray Data encoding; connects to ``address`` or starts a local Ray."""
 
@@ -119,14 +140,7 @@ class RayEngine:
         self.ray = ray
         self.owned = not ray.is_initialized()
         if self.owned:
-            try:
-                if address:
-                    ray.init(address=address, log_to_driver=False)
-                else:
-                    ray.init(include_dashboard=False, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                where = address or "a local Ray"
-                raise HieraError(f"cannot start or reach {where}: {str(e).splitlines()[0]}") from None
+            connect_ray(address)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, workers or cpus)
         self.batch_size = batch_size
