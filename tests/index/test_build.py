@@ -424,3 +424,19 @@ def test_vectors_encoded_in_blocks_equal_one_block(shared_root: Path, tmp_path: 
         b = np.load(live_build_dir(shared_root) / "dense" / f"{name}.f16.npy")
         assert a.dtype == np.float16
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_a_build_without_bm25_serves_only_what_it_can(col_copy: Path) -> None:
+    """``passage_alpha`` > 0 needs BM25: asked of a ``--no-bm25`` build it is refused in one line; carried from a
+    tuning (with a BM25 document stage) it gives way to the method's own default, so the default search works."""
+    from hiera.eval.tune import save_tuned
+
+    with pytest.raises(BadInputError, match="passage_alpha=0.2 mixes BM25 into the passage stage"):
+        build(col_copy, BuildOptions(progress=False, bm25=False, backend=helpers.SHARED_BACKEND,
+                                     defaults={"dhr": {"passage_alpha": 0.2}}), log=helpers.QUIET)
+    save_tuned(col_copy, {"lam": 0.7, "passage_alpha": 0.3, "doc_stage": "hybrid-max"}, {"questions": "test"})
+    build(col_copy, BuildOptions(progress=False, bm25=False, backend=helpers.SHARED_BACKEND), log=helpers.QUIET)
+    assert Manifest.read(live_build_dir(col_copy)).defaults == {"dhr": {"lam": 0.7}}
+    with open_collection(col_copy) as col:
+        res = get_retriever("dhr", col).search("volcano lava", k=3)
+        assert len(res) == 3 and res.params["passage_alpha"] == 0.0 and res.params["lam"] == 0.7

@@ -49,13 +49,35 @@ ENCODE_BLOCK = 262_144  # texts per encoder call in a build (see _encode_into)
 
 
 def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) -> dict[str, dict]:
-    """Per-method defaults checked by the registry; a document stage this build cannot serve is refused."""
+    """Per-method defaults checked by the registry; a value this build cannot serve is refused: a document stage
+    over an index it lacks, or BM25 mixed into the passage stage (``passage_alpha`` > 0) without BM25."""
     out: dict[str, dict] = {}
     for name, params in (defaults or {}).items():
         checked = method(name).check(params)
         if "doc_stage" in checked:
             resolve_doc_stage(checked["doc_stage"], bm25, dense)
+        if not bm25 and checked.get("passage_alpha", 0) > 0:
+            raise BadInputError(f"{name}: passage_alpha={checked['passage_alpha']} mixes BM25 into the passage stage, "
+                                "which a build without BM25 cannot: set passage_alpha=0, or build with BM25")
         out[name] = checked
+    return out
+
+
+def servable(defaults: dict[str, dict], bm25: bool, dense: bool) -> dict[str, dict]:
+    """``defaults`` without the values a build with these indexes cannot serve (what :func:`check_defaults` refuses):
+    carried from an earlier build or a tuning, they give way to the method's own defaults for this build."""
+    out: dict[str, dict] = {}
+    for name, params in defaults.items():
+        kept = dict(params)
+        if "doc_stage" in kept:
+            try:
+                resolve_doc_stage(kept["doc_stage"], bm25, dense)
+            except BadInputError:
+                del kept["doc_stage"]
+        if not bm25 and kept.get("passage_alpha", 0) > 0:
+            del kept["passage_alpha"]
+        if kept:
+            out[name] = kept
     return out
 
 
@@ -201,18 +223,20 @@ def new_manifest(store: CorpusStore, corpus: Corpus, opts: BuildOptions, previou
                  previous_dir: Path | None) -> Manifest:
     """The manifest a new build starts from: the previous build's defaults and tuned values carried over.
 
-    This build's ``--set`` wins; a method this hiera no longer has is dropped, not carried.
+    This build's ``--set`` wins; a method this hiera no longer has is dropped, not carried, and so is a carried
+    value this build's indexes cannot serve (:func:`servable`: a BM25 document stage or BM25 passage mix on a
+    ``--no-bm25`` rebuild).
     """
     rules = store.rules
     manifest = Manifest(corpus_version=store.version, documents=len(corpus.docs), passages=len(corpus.passage_rows),
                         passage_rules=(rules.to_dict() if rules else {}),
                         profile=choose(opts.profile, len(corpus.passage_rows)).to_dict())
     carried = [previous.defaults if previous else {}, read_tuned(previous_dir) if previous_dir is not None else {}]
-    for table in (*carried, opts.defaults or {}):
+    for table in (*(servable(t, opts.bm25, opts.dense) for t in carried), opts.defaults or {}):
         for name, params in table.items():
             if name in METHODS:
                 manifest.defaults[name] = {**manifest.defaults.get(name, {}), **params}
-    check_defaults(manifest.defaults, opts.bm25, opts.dense)
+    check_defaults(manifest.defaults, opts.bm25, opts.dense)  # this build's own --set: refused, never dropped
     return manifest
 
 
