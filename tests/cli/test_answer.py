@@ -47,3 +47,19 @@ def test_bad_answer_input_is_one_line(squad_tiny, tiny_reader: Path, tmp_path: P
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+def test_eval_says_which_retrievers_it_does_not_read(squad_tiny, tiny_reader: Path, capsys) -> None:
+    """``eval --reader`` reads passages: a documents-only retriever in the list is noted (evaluated, not read), and a
+    list of only such retrievers is refused in one line."""
+    root, qfile = squad_tiny
+    base = ["eval", str(root), "--questions", str(qfile), "--format", "squad", "--ks", "1", "--latency-sample", "0",
+            "--reader", str(tiny_reader), "--read-k", "1", "--json", "--limit", "3"]
+    assert main([*base, "--retrievers", "bm25,bm25-doc"]) == 0
+    captured = capsys.readouterr()
+    metrics = json.loads(captured.out)
+    assert "em@1" in metrics["bm25"] and "em@1" not in metrics["bm25-doc"]
+    assert "note: bm25-doc ranks documents only: evaluated without the reader" in captured.err
+    assert main([*base, "--retrievers", "bm25-doc"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--reader reads passages, and bm25-doc ranks documents only" in err

@@ -43,9 +43,11 @@ def test_eval_hotpotqa_takes_the_pool_from_the_command_line(tmp_path: Path, caps
     err = capsys.readouterr().err.strip()
     assert "no paragraph pool" in err and "--pool PATH" in err and len(err.splitlines()) == 1
 
-    assert main([*base, "--pool", str(pool)]) == 0
+    out = tmp_path / "out"
+    assert main([*base, "--pool", str(pool), "--out", str(out)]) == 0
     metrics = json.loads(capsys.readouterr().out)["bm25"]
     assert metrics["doc_top1"] == 1.0 and metrics["top1"] == 1.0  # gold = pool id hp2, ranked first by BM25
+    assert json.loads((out / "run.json").read_text())["questions"]["pool"] == str(pool)  # rerunnable from it
 
     squad = [a if a != "hotpotqa" else "squad" for a in base]
     assert main([*squad, "--pool", str(pool)]) == 2

@@ -77,6 +77,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     reader = None
     if args.reader:
         from hiera.read.reader import Reader
+        from hiera.spec import method
+
+        unread = [n for n in names if "passage" not in method(n).levels]
+        if len(unread) == len(names):
+            raise BadInputError(f"--reader reads passages, and {', '.join(unread)} rank{'s' if len(unread) == 1 else ''} "
+                                "documents only")
+        if unread:
+            _log(f"note: {', '.join(unread)} rank{'s' if len(unread) == 1 else ''} documents only: evaluated without "
+                 "the reader (no em@K / f1@K)")
 
         reader = Reader(args.reader, device=placement.device, **read_params)  # fails before any retrieval
     col = open_collection(args.index, vectors=args.vectors, backend=args.backend, device=args.device,
@@ -184,12 +193,20 @@ def _run_record(args: argparse.Namespace, col: Any, questions: int, ks: list[int
     """What a figure in ``results.json`` was measured on: the questions, the collection's build, the options."""
     from hiera.version import __version__
 
+    pool = getattr(args, "pool", None)
     return {
-        "questions": {"path": str(args.questions), "format": args.format, "limit": args.limit, "count": questions},
+        "questions": {"path": str(args.questions), "format": args.format, "limit": args.limit, "count": questions,
+                      **({"pool": str(pool)} if pool is not None else {})},
         "collection": {"path": str(args.index), "build": col.build_dir.name,
                        "corpus_version": col.manifest.corpus_version},
-        "ks": ks, "filter": args.filter, "rerank": args.rerank, "reader": getattr(args, "reader", None),
+        "ks": ks, "filter": args.filter, "rerank": args.rerank,
+        "rerank_depth": getattr(args, "rerank_depth", None) if args.rerank else None,
+        "reader": getattr(args, "reader", None),
         "read_k": getattr(args, "read_k", None) if getattr(args, "reader", None) else None,
+        # how the collection was opened: what can change a query vector or a score
+        "backend": getattr(args, "backend", None), "vectors": getattr(args, "vectors", None),
+        "device": getattr(args, "device", None), "dense_search": getattr(args, "dense_search", None),
+        "latency_sample": getattr(args, "latency_sample", None),
         "hiera": __version__,
     }
 
