@@ -319,3 +319,17 @@ def test_train_reader_replays_questions_of_another_collection(squad_tiny, tiny_r
     (replayed,) = meta["replay"]
     assert meta["examples"]["groups"] == 4 and replayed["examples"]["questions"] == len(qs) - 4
     assert replayed["examples"]["groups"] >= len(qs) - 6 and replayed["collection"] == str(root)
+
+
+@pytest.mark.parametrize("command", ["train", "train-reranker", "train-classifier", "train-fetchhr", "train-reader"])
+@pytest.mark.parametrize(("option", "value"), [("--epochs", "0"), ("--max-steps", "0"), ("--save-steps", "0"),
+                                               ("--batch-size", "-2"), ("--max-examples", "0"), ("--lr", "nan")])
+def test_a_training_budget_below_one_is_refused(tmp_path: Path, capsys, command: str, option: str, value: str) -> None:
+    """A zero or negative budget is refused in one line before any work (``--max-steps 0`` once meant no limit)."""
+    with pytest.raises(SystemExit) as e:  # argparse's own refusal: usage, then one line
+        main([command, str(tmp_path), "--questions", "q.json", "--format", "squad", "--out", str(tmp_path / "m"),
+              option, value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}: " in err.strip().splitlines()[-1]
+    assert not (tmp_path / "m").exists()
+

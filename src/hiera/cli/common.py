@@ -62,3 +62,25 @@ def add_device_option(sp: argparse.ArgumentParser, search: bool = False) -> None
         sp.add_argument("--device", default="auto", type=_device, metavar="{auto,cpu,cuda}",
                         help="where the models run: cuda (float16 inference, mixed-precision training), cpu; "
                              "auto: cuda when torch sees a GPU, else cpu")
+
+
+def positive_int(text: str) -> int:
+    """An option's type: a whole number of at least 1 (a count, a length, a budget)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An option's type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hiera.cli.common import AddCommand, add_device_option, log, log_unless, print_json
+from hiera.cli.common import AddCommand, add_device_option, log, log_unless, positive_int, print_json
 from hiera.errors import HieraError
 
 
@@ -221,17 +221,6 @@ def _duplicates_option(sp: argparse.ArgumentParser) -> None:
     )
 
 
-def _words(text: str) -> int:
-    """``--max-words``'s type: a passage length of at least one word."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
 def _share(text: str) -> float:
     """``--compact-at``'s type: a share in (0, 1]."""
     try:
@@ -261,7 +250,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--format", "-f", required=True, help=f"one of: {', '.join(sorted(FORMATS))}")
     sp.add_argument("--index", "-i", required=True, help="collection directory")
     sp.add_argument("--skip-bad", action="store_true", help="skip malformed records and count them")
-    sp.add_argument("--max-words", type=_words, default=None, help="passage length limit (default 100)")
+    sp.add_argument("--max-words", type=positive_int, default=None, help="passage length limit (default 100)")
     sp.add_argument("--title-sep", default=None, help='passage title separator (default ", ")')
     sp.add_argument("--no-index", action="store_true",
                     help="store the documents only: a built collection's searches are then refused until "

@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hiera: error: a SQLite database is damaged or unreadable ({e}); run `hiera check DIR`", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("hiera: interrupted (work done so far is kept in the cache; rerun to resume)", file=sys.stderr)
+        print("hiera: interrupted (what was done is kept: encodings in the embedding cache, a training's checkpoints "
+              "in OUT.work; rerun the command to resume)", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return _reader_gone()

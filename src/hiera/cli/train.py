@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hiera.cli.common import AddCommand, add_device_option, log_unless
+from hiera.cli.common import AddCommand, add_device_option, log_unless, positive_float, positive_int
 from hiera.errors import BadInputError
 
 
@@ -182,7 +182,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
+def _common(sp: argparse.ArgumentParser, fmts: str, lr: str) -> None:
     sp.add_argument("index", help="a built collection (BM25 is needed for positives and negatives)")
     sp.add_argument("--questions", required=True, help="training questions (never the ones you report on)")
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
@@ -191,15 +191,15 @@ def _common(sp: argparse.ArgumentParser, fmts: str) -> None:
     )
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
     sp.add_argument(
-        "--max-examples", type=int, default=None, help="a seeded sample of N questions (CPU budgets)"
+        "--max-examples", type=positive_int, default=None, help="a seeded sample of N questions (CPU budgets)"
     )
     sp.add_argument(
         "--base-model", default="all-MiniLM-L6-v2", help="model name or local directory to start from"
     )
-    sp.add_argument("--batch-size", type=int, default=32)
-    sp.add_argument("--epochs", type=float, default=1.0)
-    sp.add_argument("--max-steps", type=int, default=None)
-    sp.add_argument("--lr", type=float, default=None, help="learning rate (default: 5e-5 dual encoders, 8e-5 reranker)")
+    sp.add_argument("--batch-size", type=positive_int, default=32)
+    sp.add_argument("--epochs", type=positive_float, default=1.0)
+    sp.add_argument("--max-steps", type=positive_int, default=None, help="stop after N optimizer steps (default: no limit)")
+    sp.add_argument("--lr", type=positive_float, default=None, help=f"learning rate (default: {lr})")
     sp.add_argument("--seed", type=int, default=42)
     sp.add_argument("--max-minutes", type=float, default=None, help="stop and save after this long")
     add_device_option(sp)
@@ -223,11 +223,18 @@ def cmd_train_fetchhr(args: argparse.Namespace) -> int:
 
 def register(add: AddCommand) -> None:
     from hiera.eval.questions import QUESTION_FORMATS
+    from hiera.train.args import READER_DEVICE_DEFAULTS, ClassifierArgs, RerankerArgs, TrainArgs
+    from hiera.train.fetchhr import FetchHRArgs
     from hiera.train.negatives import DOC_KINDS, PASSAGE_KINDS
+
+    def num(x: float) -> str:  # 1e-4, not 0.0001
+        return f"{x:.0e}".replace("e-0", "e-")
+
+    reader_lr = ", ".join(f"{num(r['learning_rate'])} on {d}" for d, r in READER_DEVICE_DEFAULTS.items())
 
     fmts = ", ".join(sorted(QUESTION_FORMATS))
     sp = add("train", cmd_train, "train a document- or passage-level dual encoder with DHR's negatives")
-    _common(sp, fmts)
+    _common(sp, fmts, num(TrainArgs.learning_rate))
     sp.add_argument("--level", choices=["passage", "doc"], default="passage")
     sp.add_argument(
         "--negatives",
@@ -248,12 +255,12 @@ def register(add: AddCommand) -> None:
         help="iteration 2 on the iteration-1 questions (the paper) or on a disjoint sample of the rest",
     )
     sp.add_argument("--max-seq-length", type=int, default=None)
-    sp.add_argument("--save-steps", type=int, default=50)
+    sp.add_argument("--save-steps", type=positive_int, default=50)
 
     sp = add(
         "train-reranker", cmd_train_reranker, "train a cross-encoder reranker and calibrate its threshold"
     )
-    _common(sp, fmts)
+    _common(sp, fmts, num(RerankerArgs.learning_rate))
     sp.add_argument("--negatives-per-positive", type=int, default=2, help="half hard, half random")
     sp.add_argument(
         "--calibrate-only",
@@ -268,7 +275,7 @@ def register(add: AddCommand) -> None:
         help="retriever whose top passages without the answer are the hard negatives (bm25, dense, hybrid, dhr)",
     )
     sp.add_argument("--max-length", type=int, default=256)
-    sp.add_argument("--save-steps", type=int, default=100)
+    sp.add_argument("--save-steps", type=positive_int, default=100)
     sp.add_argument(
         "--dev-questions", default=None, help="calibration questions (default: hold out --dev-fraction)"
     )
@@ -280,7 +287,7 @@ def register(add: AddCommand) -> None:
         cmd_train_classifier,
         "train the set-query (QUEST) relevance classifier: a cross-encoder over (constraint, document)",
     )
-    _common(sp, "quest")
+    _common(sp, "quest", num(ClassifierArgs.learning_rate))
     sp.set_defaults(batch_size=16)  # ClassifierArgs' default: more updates in a short CPU budget
     sp.add_argument("--negatives", type=int, default=16, help="per constraint: half BM25 / known non-members, half random; positives replicated to match")
     sp.add_argument("--units", choices=["atoms+queries", "atoms"], default="atoms+queries",
@@ -290,27 +297,27 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--or-positives", choices=["bm25", "none"], default="bm25",
                     help="a union's gold documents: positives of the alternative BM25 scores clearly highest, or of none")
     sp.add_argument("--max-length", type=int, default=64, help="input tokens: constraint, title, about the lead sentence")
-    sp.add_argument("--save-steps", type=int, default=100)
+    sp.add_argument("--save-steps", type=positive_int, default=100)
     sp.add_argument("--dev-questions", default=None, help="queries whose constraints calibrate the pair threshold "
                     "(default: hold out --dev-fraction of the constraints)")
     sp.add_argument("--dev-fraction", type=float, default=0.1)
 
     sp = add("train-fetchhr", cmd_train_fetchhr,
              "train FetchHR's per-layer retrieval heads over a frozen query encoder and passage index")
-    _common(sp, fmts)
+    _common(sp, fmts, num(FetchHRArgs.learning_rate))
     sp.set_defaults(base_model=None, batch_size=64)
     sp.add_argument("--layers", default=None, help="layers that get a head, like 1-6 or 1,3,6 (default: all)")
     sp.add_argument("--hard-negatives", type=int, default=0, help="BM25 hard negatives per question (0: in-batch only)")
     sp.add_argument("--warmup-ratio", type=float, default=0.1)
     sp.add_argument("--dropout", type=float, default=0.1)
-    sp.add_argument("--save-steps", type=int, default=100)
+    sp.add_argument("--save-steps", type=positive_int, default=100)
 
     sp = add(
         "train-reader",
         cmd_train_reader,
         "train the extractive reader (span + passage-selection heads) from all-MiniLM-L6-v2",
     )
-    _common(sp, fmts)
+    _common(sp, fmts, reader_lr)
     # batch size, epochs, learning rate and frozen embeddings: the device's recipe unless given
     sp.set_defaults(batch_size=None, epochs=None)
     sp.epilog = ("defaults per device: on cpu batches of 16 questions, 1 epoch, lr 1e-4, word embeddings frozen; "
@@ -320,7 +327,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--stride", type=int, default=64, help="tokens shared by neighbouring windows of a long passage")
     sp.add_argument("--train-embeddings", action=argparse.BooleanOptionalAction, default=None,
                     help="update the word embeddings too (default: on cuda, not on cpu, where it is slower)")
-    sp.add_argument("--save-steps", type=int, default=50)
+    sp.add_argument("--save-steps", type=positive_int, default=50)
     sp.add_argument("--init", default=None, metavar="READER",
                     help="continue training this trained reader (its encoder and heads) instead of fresh heads on "
                          "--base-model, e.g. on questions phrased another way; its decoding is kept")
