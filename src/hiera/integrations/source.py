@@ -115,8 +115,9 @@ class LocalSource:
 
         with self._lock:
             if self.col is col:
+                # the old collection is not closed here: a search in another thread may still read it; it lets its
+                # build go when the last of them drops it
                 self.col, self._retrievers = open_collection(self._root), {}
-                col.close()
 
     def available(self) -> list[str]:
         return [n for n, s in METHODS.items() if set(s.requires) <= set(self.col.built)]
