@@ -255,6 +255,8 @@ class CorpusStore:
         refused before anything is written. ``before_commit`` runs inside the transaction after the version bump,
         as in :meth:`ingest` (the live build is updated there).
         """
+        if of_source and not source:
+            raise ValueError("of_source names documents to take a source's parts from: give the source")
         conn = self._conn()
         report = RemoveReport()
         conn.execute("BEGIN IMMEDIATE")
