@@ -87,5 +87,7 @@ def test_npy_loads_in_many_threads_never_race_in_the_ast_parser() -> None:
     done = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, check=True, timeout=300)
     errors = json.loads(done.stdout.strip().splitlines()[-1])
     assert errors["load_npy"] == 0
-    if sys.version_info[:3] < (3, 11, 8) and sys.version_info[:2] == (3, 11):
-        assert errors["np.load"] > 0  # the race is real here, so the zero above means something
+    if sys.version_info[:3] < (3, 11, 8) and sys.version_info[:2] == (3, 11) and errors["np.load"] == 0:
+        # the control: on this CPython the race is real, but timing-dependent; a run where plain np.load did not
+        # hit it either shows nothing about load_npy, so it says so instead of passing
+        pytest.skip("the ast race did not show for plain np.load in this run: inconclusive")
