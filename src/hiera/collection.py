@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -517,9 +517,13 @@ VIEW_MEMBERS = (
 
 
 def on_view(cls: type[T]) -> type[T]:
-    """Answer every :data:`VIEW_MEMBERS` member of ``cls`` with its ``view`` (a :class:`BuildView`): composition."""
+    """Answer every :data:`VIEW_MEMBERS` member of ``cls`` with its ``view`` (a :class:`BuildView`): composition.
+    ``close()`` and ``with`` let the view's build go (:meth:`BuildView.release`)."""
     for name in VIEW_MEMBERS:
         setattr(cls, name, property(lambda self, _n=name: getattr(self.view, _n), doc=f"the build view's {name}"))
+    cls.close = lambda self: self.view.release()  # type: ignore[attr-defined]
+    cls.__enter__ = lambda self: self  # type: ignore[attr-defined]
+    cls.__exit__ = lambda self, *exc: self.view.release()  # type: ignore[attr-defined]
     return cls
 
 
@@ -530,22 +534,7 @@ def score_rows(matrix: VectorMatrix, positions: np.ndarray, q: np.ndarray) -> np
 
 # -- one build directory ---------------------------------------------------------------------------------------
 @on_view
-class HoldsBuild:
-    """``close()`` and ``with`` for a collection over a :class:`BuildView` (``self.view``): let its build go."""
-
-    view: BuildView
-
-    def close(self) -> None:
-        self.view.release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class LocalCollection(HoldsBuild):
+class LocalCollection:
     """The indexes of one (unsharded) build, loaded lazily; the :class:`Collection` retrievers usually read."""
 
     def __init__(self, root: str | Path, *, device: str = "auto", dense_search: str = "auto", **options: Any) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from hiera.collection import BuildView, HoldsBuild, on_view, score_rows
+from hiera.collection import BuildView, on_view, score_rows
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.exact import Placement, resolve_placement
 from hiera.index.masked import bm25_top, vector_search
@@ -152,7 +152,7 @@ class ShardedMatrix:
 
 
 @on_view
-class ShardedCollection(HoldsBuild):
+class ShardedCollection:
     """The :class:`~hiera.collection.Collection` of a sharded build; ``fanout`` given: the shards live elsewhere (Ray Serve).
 
     ``options`` open the build view (``doc_encoder``, ``passage_encoder``,
