@@ -48,17 +48,28 @@ DOC_TEXTS = ("summary", "fulltext")
 ENCODE_BLOCK = 262_144  # texts per encoder call in a build (see _encode_into)
 
 
+def _unservable(name: str, params: dict[str, Any], bm25: bool, dense: bool) -> dict[str, str]:
+    """The values of ``params`` a build with these indexes cannot serve, each with why: a document stage over an
+    index it lacks, or BM25 mixed into the passage stage (``passage_alpha`` > 0) without BM25."""
+    out: dict[str, str] = {}
+    if "doc_stage" in params:
+        try:
+            resolve_doc_stage(params["doc_stage"], bm25, dense)
+        except BadInputError as e:
+            out["doc_stage"] = str(e)
+    if not bm25 and params.get("passage_alpha", 0) > 0:
+        out["passage_alpha"] = (f"{name}: passage_alpha={params['passage_alpha']} mixes BM25 into the passage stage, "
+                                "which a build without BM25 cannot: set passage_alpha=0, or build with BM25")
+    return out
+
+
 def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) -> dict[str, dict]:
-    """Per-method defaults checked by the registry; a value this build cannot serve is refused: a document stage
-    over an index it lacks, or BM25 mixed into the passage stage (``passage_alpha`` > 0) without BM25."""
+    """Per-method defaults checked by the registry; a value this build cannot serve is refused (:func:`_unservable`)."""
     out: dict[str, dict] = {}
     for name, params in (defaults or {}).items():
         checked = method(name).check(params)
-        if "doc_stage" in checked:
-            resolve_doc_stage(checked["doc_stage"], bm25, dense)
-        if not bm25 and checked.get("passage_alpha", 0) > 0:
-            raise BadInputError(f"{name}: passage_alpha={checked['passage_alpha']} mixes BM25 into the passage stage, "
-                                "which a build without BM25 cannot: set passage_alpha=0, or build with BM25")
+        for why in _unservable(name, checked, bm25, dense).values():
+            raise BadInputError(why)
         out[name] = checked
     return out
 
@@ -68,14 +79,8 @@ def servable(defaults: dict[str, dict], bm25: bool, dense: bool) -> dict[str, di
     carried from an earlier build or a tuning, they give way to the method's own defaults for this build."""
     out: dict[str, dict] = {}
     for name, params in defaults.items():
-        kept = dict(params)
-        if "doc_stage" in kept:
-            try:
-                resolve_doc_stage(kept["doc_stage"], bm25, dense)
-            except BadInputError:
-                del kept["doc_stage"]
-        if not bm25 and kept.get("passage_alpha", 0) > 0:
-            del kept["passage_alpha"]
+        dropped = _unservable(name, params, bm25, dense)
+        kept = {k: v for k, v in params.items() if k not in dropped}
         if kept:
             out[name] = kept
     return out
