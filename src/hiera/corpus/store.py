@@ -268,10 +268,11 @@ class CorpusStore:
                 more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
                 raise BadInputError(f"unknown document ids: {', '.join(map(repr, unknown[:5]))}{more}; nothing removed")
             ids = list(dict.fromkeys(resolved[i] for i in doc_ids if resolved[i] is not None))
-            writer = _Writer(conn, self.rules or PassageRules(), IngestReport(), "merge")
+            # a plain removal needs no writer: it recomposes nothing (and its set-up reads two whole tables)
+            writer = _Writer(conn, self.rules or PassageRules(), IngestReport(), "merge") if of_source else None
             keep: dict[str, list[Part]] = {}  # merged documents that lose some parts → the parts they keep
             for d in dict.fromkeys(resolved[i] for i in of_source):
-                if d is None or d in ids:
+                if d is None or d in ids or writer is None:
                     continue
                 parts = writer.parts(d)
                 rest = [p for p in parts if origin_label(p.doc, p.origin) != source]
@@ -305,14 +306,15 @@ class CorpusStore:
             for chunk in _chunks(titles, 500):
                 conn.execute(f"DELETE FROM aliases WHERE target IN ({','.join('?' * len(chunk))}) "
                              "AND target NOT IN (SELECT title FROM documents)", chunk)
-            for d, rest in keep.items():
-                before = conn.execute("SELECT COUNT(*) FROM passages WHERE doc_id=?", (d,)).fetchone()[0]
-                if rest[0].id != d:  # its first part goes: the rest become one document under their first's id
-                    writer.delete(d)
-                writer.recompose(rest[0].id, rest)
-                report.passages += before - conn.execute(
-                    "SELECT COUNT(*) FROM passages WHERE doc_id=?", (rest[0].id,)).fetchone()[0]
-            writer.finish()
+            if writer is not None:
+                for d, rest in keep.items():
+                    before = conn.execute("SELECT COUNT(*) FROM passages WHERE doc_id=?", (d,)).fetchone()[0]
+                    if rest[0].id != d:  # its first part goes: the rest become one document under their first's id
+                        writer.delete(d)
+                    writer.recompose(rest[0].id, rest)
+                    report.passages += before - conn.execute(
+                        "SELECT COUNT(*) FROM passages WHERE doc_id=?", (rest[0].id,)).fetchone()[0]
+                writer.finish()
             report.documents, report.ids = len(ids), ids
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             if before_commit is not None:
