@@ -716,7 +716,7 @@ STR_VALUES: dict[str, str] = {"layers": "1,6", "k_per_layer": "2"}
 
 def other_value(param, default):
     """A valid value of a registry parameter that differs from ``default`` (for walking the registry)."""
-    if param.type == "path":
+    if param.type in ("path", "url"):
         return str(PATH_VALUES[param.name]())
     if default is None and param.type in ("int", "float"):  # "unset": a value inside the bounds
         lo = param.min if param.min is not None else 0

@@ -129,6 +129,15 @@ def test_bool_and_path_types() -> None:
         Param("x", "float", 0.0, "h").parse("inf")
 
 
+def test_endpoint_urls_are_urls_and_never_request_parameters() -> None:
+    for name, param in (("sets", "parser_url"), ("linking", "decomposer_url")):
+        p = method(name).param(param)
+        assert p.type == "url" and not p.http
+        assert p.parse(" https://host/v1 ") == "https://host/v1"
+        with pytest.raises(BadInputError, match="must be an http"):
+            p.parse("/srv/parser")
+
+
 def test_assignments_apply_to_every_listed_method_that_has_the_parameter() -> None:
     out = parse_assignments(["lambda=0.5", "fusion=interp", "bm25-dhr.top_docs=7"], ["dhr", "hybrid", "bm25-dhr"])
     assert out == {"dhr": {"lam": 0.5}, "hybrid": {"fusion": "interp"}, "bm25-dhr": {"lam": 0.5, "top_docs": 7}}
@@ -142,7 +151,8 @@ def test_assignments_apply_to_every_listed_method_that_has_the_parameter() -> No
         (["lam"], ["dhr"], "NAME=VALUE"),
         (["=1"], ["dhr"], "NAME=VALUE"),
         (["dense.lam=1"], ["dhr"], "'dense' is not one of the listed retrievers"),
-        (["dhr.fusion=rrf"], ["dhr", "hybrid"], "no parameter 'fusion'"),
+        (["dhr.fusion=rrf"], ["dhr", "hybrid"], "--set dhr.fusion: no parameter 'fusion' in dhr (parameters: doc_alpha,"),
+        (["bm25.lam=3"], ["bm25", "dhr"], "--set bm25.lam: no parameter 'lam' in bm25 (parameters: doc_depth)"),
         (["top_docs=0"], ["dhr"], "top_docs=0 must be >= 1"),
         (["lam=1"], ["colbert"], "unknown retriever 'colbert'"),
         (["lam=1", "lambda=2"], ["dhr"], "--set lam and --set lambda are the same parameter of dhr (lam)"),

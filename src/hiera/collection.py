@@ -492,7 +492,7 @@ class BuildView:
     def name_index(self) -> tuple[NameTable | SegmentedNames | None, VectorIndex | None]:
         """The build's name table and the FAISS index over its names' vectors (:mod:`hiera.index.names`).
 
-        ``(None, None)`` for a build made without one (before 2026-11-24, or ``--no-names``);
+        ``(None, None)`` for a build made without one (an older layout, or ``--no-names``);
         the index is ``None`` when the build has no dense vectors. Loaded once, memory-mapped.
         """
         return self.derived("hiera.index.names", self._load_names)

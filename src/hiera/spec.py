@@ -35,7 +35,7 @@ from typing import Any, Literal
 from hiera.errors import BadInputError
 
 Level = Literal["passage", "doc"]
-ParamType = Literal["int", "float", "str", "bool", "path"]
+ParamType = Literal["int", "float", "str", "bool", "path", "url"]
 
 MAX_K = 1_000  # the one limit on hits per query: library, CLI, API and page
 MAX_QUERY_CHARS = 2_000
@@ -82,8 +82,10 @@ class Param:
                 raise BadInputError(f"{where} must be >= {_num(self.min)}")
             if self.max is not None and v > self.max:
                 raise BadInputError(f"{where} must be <= {_num(self.max)}")
-        if self.type in ("str", "path") and not v:
+        if self.type in ("str", "path", "url") and not v:
             raise BadInputError(f"{where} must not be empty")
+        if self.type == "url" and not v.lower().startswith(("http://", "https://")):
+            raise BadInputError(f"{where} must be {self.describe_type()}")
         return v
 
     def _convert(self, value: Any) -> Any:
@@ -116,8 +118,9 @@ class Param:
 
     @property
     def http(self) -> bool:
-        """Settable per request over HTTP: a path is not (a request must never make the server load files)."""
-        return self.type != "path"
+        """Settable per request over HTTP: a path or a URL is not (a request must never make the server load files
+        or call another server)."""
+        return self.type not in ("path", "url")
 
     def describe_type(self) -> str:
         bounds = ""
@@ -131,6 +134,7 @@ class Param:
             "bool": "true or false",
             "str": "a non-empty string" if self.choices is None else f"one of {', '.join(self.choices)}",
             "path": "a directory path",
+            "url": "an http(s) URL",
         }[self.type]
 
     def to_json(self, default: Any = None) -> dict[str, Any]:
@@ -265,7 +269,7 @@ DOC_STAGES: dict[str, DocStageSpec] = {
 DOC_STAGE_NEEDS: dict[str, tuple[str, ...]] = {n: s.needs for n, s in DOC_STAGES.items()}
 AUTO_STAGE = "auto"
 # What ``auto`` means on a build of the large profile (hiera.index.profile). Measured by bench/scale_real.py on the
-# pooled corpus + 20k real-text distractor passages (SQuAD dev, 2,000 questions; 2026-11-24): the document-level
+# pooled corpus + 20k real-text distractor passages (SQuAD dev, 2,000 questions): the document-level
 # ``doc-hybrid`` (BM25 over documents + mean vectors) lost 13.8 points of top-1 to today's default, ``hybrid-max``
 # over the large profile's HNSW indexes 0.2 at half flat dense's p50: the large profile keeps ``hybrid-max`` and
 # gets its speed from the approximate indexes and the candidate-only passage stage.
@@ -316,8 +320,8 @@ TOP_DOCS = Param(
 )
 DOC_STAGE = Param(
     "doc_stage", "str", AUTO_STAGE,
-    "DHR: how documents are scored in the first stage (auto: hybrid-max when BM25 and dense are built; "
-    "doc-hybrid on a large-profile build)",
+    "DHR: how documents are scored in the first stage (auto: hybrid-max when BM25 and dense are built, else "
+    "bm25-passage-max or passage-max; bm25 or mean on a large-profile build with one index)",
     choices=(AUTO_STAGE, *DOC_STAGE_NEEDS), choice_requires=DOC_STAGE_NEEDS,
 )
 DOC_ALPHA = Param(
@@ -434,7 +438,7 @@ METHODS: dict[str, MethodSpec] = {
                 Param("parser", "str", "rules",
                       "sets: the set-expression parser: rules (word lists), rules+spacy (spaCy's tags) or endpoint "
                       "(a model, parser_url)", choices=SET_PARSERS),
-                Param("parser_url", "path", None,
+                Param("parser_url", "url", None,
                       "sets: an OpenAI-compatible chat-completions URL for parser=endpoint (server-side only; off by "
                       "default; falls back to the rules parser, saying why in the trace, when it fails)"),
                 Param("parser_timeout", "float", 10.0, "sets: seconds to wait for the parser endpoint",
@@ -479,7 +483,7 @@ METHODS: dict[str, MethodSpec] = {
                 Param("decomposer", "str", "rules",
                       "linking: who writes the sub-questions: rules (dependency parse), none, or endpoint "
                       "(decomposer_url)", choices=LINK_DECOMPOSERS),
-                Param("decomposer_url", "path", None,
+                Param("decomposer_url", "url", None,
                       "linking: an OpenAI-compatible chat-completions URL for decomposer=endpoint (server-side "
                       "only; off by default; falls back to rules on failure)"),
                 Param("decomposer_timeout", "float", 10.0, "linking: seconds to wait for the decomposer endpoint",
@@ -580,9 +584,11 @@ def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict
             pname = key
             chosen = [s for s in specs if s.param(pname) is not None]
         if not chosen or chosen[0].param(pname) is None:
-            have = sorted({p.name for s in specs for p in s.params})
+            asked = chosen or specs  # METHOD.NAME asks one method; a bare NAME, every listed one
+            have = sorted({p.name for s in asked for p in s.params})
             raise BadInputError(
-                f"--set {pname}: no parameter {pname!r} in {', '.join(out)} (parameters: {', '.join(have) or 'none'})"
+                f"--set {key}: no parameter {pname!r} in {', '.join(s.name for s in asked)} "
+                f"(parameters: {', '.join(have) or 'none'})"
             )
         for s in chosen:
             canonical = s.param(pname).name  # type: ignore[union-attr]

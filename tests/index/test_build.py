@@ -371,6 +371,19 @@ def test_doc_stage_must_fit_the_indexes(col_copy: Path) -> None:
     assert get_retriever("dhr", open_collection(col_copy)).defaults["doc_stage"] == "summary"
 
 
+def test_a_model_path_set_at_build_is_saved_absolute(col_copy: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative directory given to ``build --set`` names the same directory for a search started elsewhere;
+    a URL is left as given."""
+    monkeypatch.chdir(tmp_path)
+    defaults = {"sets": {"classifier": "models/sets", "parser_url": "http://127.0.0.1:9/v1", "candidates": 7},
+                "fetchhr": {"model": "~/heads"}}
+    m = build(col_copy, BuildOptions(progress=False, dense=False, defaults=defaults), log=helpers.QUIET)
+    assert m.defaults["sets"] == {"classifier": str(tmp_path / "models" / "sets"),
+                                  "parser_url": "http://127.0.0.1:9/v1", "candidates": 7}
+    assert m.defaults["fetchhr"] == {"model": str(Path.home() / "heads")}
+
+
 def test_manifest_with_unknown_defaults_is_refused(col_copy: Path) -> None:
     col = open_collection(col_copy)
     path = col.build_dir / "manifest.json"

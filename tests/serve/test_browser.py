@@ -201,7 +201,7 @@ def _other_value(p: dict, built: set[str], declared: object) -> object:
         )
     if p["type"] == "bool":
         return not p["default"]
-    if p["type"] == "path":
+    if p["type"] in ("path", "url"):
         import helpers
 
         return str(helpers.PATH_VALUES[p["name"]]())  # a directory that loads (helpers.PATH_VALUES)

@@ -81,6 +81,7 @@ def test_failures_fall_back_to_the_rules_saying_why(chat: helpers.FakeChat, mode
     r = _endpoint(f"{chat.url}/{mode}/v1", timeout=0.5).parse(QUERY)
     rules = RuleSetParser().parse(QUERY)
     assert r.parser == "rules" and r.constraints == rules.constraints and r.rules == rules.rules  # the rules' parse
+    assert r.fallback_from == "endpoint" and r.to_json()["fallback"] is True and not rules.to_json()["fallback"]
     assert says in r.notes[0] and "used the rules parser" in r.notes[0] and r.notes[1:] == rules.notes
 
 
@@ -111,7 +112,7 @@ def test_registry_and_parsers_agree() -> None:
     assert set(SET_PARSERS) == set(PARSERS)
     spec = method("sets")
     assert spec.param("parser").choices == SET_PARSERS
-    assert spec.param("parser_url").type == "path" and not spec.param("parser_url").http  # server-side only
+    assert spec.param("parser_url").type == "url" and not spec.param("parser_url").http  # server-side only
 
 
 def test_the_sets_method_uses_the_endpoint_and_traces_a_fallback(chat: helpers.FakeChat, shared_root: Path) -> None:
@@ -123,6 +124,7 @@ def test_the_sets_method_uses_the_endpoint_and_traces_a_fallback(chat: helpers.F
     res = r.search(QUERY, k=3, parser="endpoint", parser_url=f"{chat.url}/error/v1")
     parse = next(s for s in res.trace if s.name == "parse").detail
     assert parse["parser"] == "rules" and "HTTP 500" in parse["notes"][0]
+    assert parse["fallback"] is True and parse["fallback_from"] == "endpoint"
 
 
 def test_cli_parse_with_the_endpoint_and_explain(chat: helpers.FakeChat, capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,6 +74,19 @@ def check_defaults(defaults: dict[str, dict] | None, bm25: bool, dense: bool) ->
     return out
 
 
+def absolute_paths(defaults: dict[str, dict]) -> dict[str, dict]:
+    """``defaults`` with every directory-path parameter (a model, a classifier, a reranker) made absolute: the
+    manifest keeps them for searches and servers started from any directory, where a relative path would name
+    another place or nothing."""
+    out: dict[str, dict] = {}
+    for name, params in defaults.items():
+        spec = method(name)
+        out[name] = {k: (str(Path(v).expanduser().resolve()) if (p := spec.param(k)) is not None and p.type == "path"
+                         and isinstance(v, str) else v)
+                     for k, v in params.items()}
+    return out
+
+
 def servable(defaults: dict[str, dict], bm25: bool, dense: bool) -> dict[str, dict]:
     """``defaults`` without the values a build with these indexes cannot serve (what :func:`check_defaults` refuses):
     carried from an earlier build or a tuning, they give way to the method's own defaults for this build."""
@@ -166,7 +179,7 @@ def checked_options(opts: BuildOptions, store: CorpusStore) -> BuildOptions:
         raise BadInputError("nothing to build: both BM25 and dense indexes are switched off")
     if opts.dense:
         resolve_device(opts.device)  # --device cuda without a GPU: refused before any work
-    opts = replace(opts, defaults=check_defaults(opts.defaults, opts.bm25, opts.dense))
+    opts = replace(opts, defaults=absolute_paths(check_defaults(opts.defaults, opts.bm25, opts.dense)))
     passages = int(store.stats()["passages"])
     if passages == 0:
         raise BadInputError(f"{store.root} has no passages to index; ingest documents first")

@@ -247,8 +247,8 @@ class NameTable:
 
 
 class MemoryNames:
-    """The same table made in memory from titles, aliases and links: a build without ``names/`` (made before
-    2026-11-24) and the unit tests use it; :class:`NameTable`'s interface."""
+    """The same table made in memory from titles, aliases and links: a build without ``names/`` (an older layout)
+    and the unit tests use it; :class:`NameTable`'s interface."""
 
     def __init__(self, titles: Sequence[str], aliases: Iterable[tuple[str, str]] = (),
                  links: Iterable[list[str]] = ()) -> None:

@@ -118,7 +118,9 @@ class SetsRetriever(BaseRetriever):
             "constraints": [a.text for a in atoms(expr)],
         }
         if parse is not None:
-            detail.update(parser=parse.parser, notes=list(parse.notes), fallback=parse.fallback)
+            detail.update(parser=parse.parser, notes=list(parse.notes), fallback=parse.fell_back)
+            if parse.fallback_from:
+                detail["fallback_from"] = parse.fallback_from
         else:
             detail.update(notes=["decompose=false: the whole query is classified as one constraint"], fallback=False)
         trace.append(TraceStep("parse", detail, prep.parse_ms))

@@ -110,7 +110,7 @@ class EndpointSetParser:
             kind, reason = failure(e)
             r = self.fallback.parse(query)
             note = f"set parser endpoint {self.url} {kind} ({reason}); used the {r.parser} parser"
-            return replace(r, notes=(note, *r.notes))
+            return replace(r, notes=(note, *r.notes), fallback_from=self.name)
         expr = from_template(tpl, [Atom(t, _span(query, t)) for t in texts])
         uses = tuple(RuleUse(op, "endpoint-answer", query.strip(), tuple(texts)) for op in _OPS[tpl])  # type: ignore[arg-type]
         return ParseResult(query, expr, tpl, (), self.name, False, uses)

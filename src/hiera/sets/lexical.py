@@ -15,7 +15,7 @@ Two uses in the ``sets`` method (:mod:`hiera.retrieve.sets`):
   and documents, so one threshold can serve them.
 
   It replaced the constraint's BM25 score over the whole document (divided by
-  the best) on 2026-11-23: BM25 rewards a word anywhere ("Asia" in Russia's
+  the best): BM25 rewards a word anywhere ("Asia" in Russia's
   text, "Swedish" in a Norwegian writer's), while the question a constraint
   asks is answered by the definition. On the quest-vital bench the blend with
   lead coverage raised avg F1 on every split (tune, test, training
@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# what hiera-sets.json's lexical weights blend (a file tuned with the BM25 evidence of before 2026-11-23 is refused)
+# what hiera-sets.json's lexical weights blend (a file tuned with other evidence, such as BM25's, is refused)
 LEXICAL_EVIDENCE = "lead-coverage"
 
 # -- sentences ---------------------------------------------------------------------------

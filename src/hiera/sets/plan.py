@@ -93,10 +93,10 @@ def roles_of(expr: Expr, decompose: bool = True) -> dict[str, str]:
     asks for, which must be as sure as a set standing alone); ``query``: the
     whole query, undecomposed.
 
-    The first side of an intersection was a ``conjunct`` too until
-    2026-11-23. One threshold then served "American filmmakers" and
+    Were the first side of an intersection a ``conjunct`` too, one
+    threshold would serve "American filmmakers" and
     "filmmakers born in the 20th century": tuned low for the qualifier (whose
-    classifier is unsure of birth dates the text rarely states), it let
+    classifier is unsure of birth dates the text rarely states), it would let
     non-American filmmakers through. As ``positive`` the set asked for keeps
     its own threshold (bench/README.md: intersections' avg F1 on the test
     split, a development split, 34 → 58).
@@ -361,8 +361,8 @@ class SetPlanner:
             return 0.0
         if not clf.thresholds.evidence_matches():
             raise HieraError(
-                f"{clf.path}/hiera-sets.json blends lexical evidence other than {LEXICAL_EVIDENCE!r} (tuned before "
-                "2026-11-23): run hiera sets tune again, or pass --set lexical_weight=W"
+                f"{clf.path}/hiera-sets.json blends lexical evidence other than {LEXICAL_EVIDENCE!r}: "
+                "run hiera sets tune again, or pass --set lexical_weight=W"
             )
         mode = "decomposed" if params["decompose"] else "query"
         return float(clf.thresholds.lexical_weight.get(mode, 0.0))

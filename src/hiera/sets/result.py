@@ -25,12 +25,18 @@ class ParseResult:
     template: str
     notes: tuple[str, ...] = ()
     parser: str = ""
-    fallback: bool = False
+    fallback: bool = False  # the whole query was read as one constraint: no analysis held
     rules: tuple[RuleUse, ...] = ()  # the rules that made the operators, in the order they applied
+    fallback_from: str = ""  # the parser asked for, when it failed and ``parser`` answered in its place
 
     @property
     def constraints(self) -> list[str]:
         return constraints(self.expression)
+
+    @property
+    def fell_back(self) -> bool:
+        """Not the analysis asked for: the query read as one constraint, or another parser's reading."""
+        return self.fallback or bool(self.fallback_from)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,7 +46,8 @@ class ParseResult:
             "expression": to_json(self.expression),
             "notes": list(self.notes),
             "parser": self.parser,
-            "fallback": self.fallback,
+            "fallback": self.fell_back,
+            "fallback_from": self.fallback_from or None,
             "rules": [u.to_json() for u in self.rules],
         }
 

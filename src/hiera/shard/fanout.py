@@ -94,7 +94,7 @@ def _share_cores(threads: int) -> None:
 
     Each shard thread would otherwise open a team of one OpenMP thread per
     core: 4 shards on 2 cores ran 8 threads, and a Flat search took 5× longer
-    than with 2 shards (bench/ray_scale.py, 2026-11-23).
+    than with 2 shards (bench/ray_scale.py).
     """
     from hiera.index.dense import faiss_module
 
