@@ -51,6 +51,12 @@ class TestTopk:
             "doc_top2": pytest.approx(2 / 3),
         }
 
+    def test_doc_topk_leaves_out_questions_without_gold(self) -> None:
+        """A judged question with nothing relevant is out of the mean, as it is out of the ranking metrics'."""
+        assert doc_topk([["A"], ["B"], ["C"]], [{"A"}, set(), {"X"}], ks=(1,)) == {"doc_top1": 0.5}
+        with pytest.raises(BadInputError, match="no question has a gold"):
+            doc_topk([["A"]], [set()], ks=(1,))
+
     def test_doc_topk_length_mismatch(self) -> None:
         with pytest.raises(BadInputError):
             doc_topk([["A"]], [{"A"}, {"B"}], ks=(1,))

@@ -39,6 +39,15 @@ def test_bm25_scifact_ndcg_matches_published(scifact: tuple[Collection, list]) -
     assert m["recall@100"] == pytest.approx(0.9127, abs=0.002)
 
 
+def test_the_judged_metrics_do_not_depend_on_the_ks_asked(scifact: tuple[Collection, list]) -> None:
+    """ndcg@10, mrr@10 and map@100 are computed 100 deep whatever --ks is: a shallower run would change them."""
+    col, questions = scifact
+    deep = evaluate_retriever(col, "bm25-doc", questions, (10, 100), progress=False, latency_sample=0).metrics
+    shallow = evaluate_retriever(col, "bm25-doc", questions, (1, 5), progress=False, latency_sample=0).metrics
+    for name in ("ndcg@10", "mrr@10", "map@100"):
+        assert shallow[name] == pytest.approx(deep[name], abs=1e-12), name
+
+
 def test_bm25_passages_max_is_close_to_whole_documents(scifact: tuple[Collection, list]) -> None:
     col, questions = scifact
     m = evaluate_retriever(col, "bm25", questions, (10, 100), progress=False, latency_sample=0).metrics

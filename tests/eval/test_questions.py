@@ -101,6 +101,14 @@ class TestRealFiles:
         with pytest.raises(BadInputError):
             load_questions(data_dir / "beir" / "scifact", "beir", split="train")  # no such qrels here
 
+    def test_a_repeated_beir_query_id_is_refused(self, tmp_path: Path) -> None:
+        (tmp_path / "qrels").mkdir()
+        (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n", encoding="utf-8")
+        (tmp_path / "queries.jsonl").write_text('{"_id": "1", "text": "a"}\n{"_id": "1", "text": "b"}\n',
+                                               encoding="utf-8")
+        with pytest.raises(BadInputError, match="query id '1' is repeated"):
+            load_questions(tmp_path, "beir")
+
     def test_hotpotqa_gold_docs_are_pool_ids(self, data_dir: Path) -> None:
         qs = load_questions(data_dir / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
         assert all(len(q.gold_docs) == 2 for q in qs)  # (one question per record: the zip below is strict)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hiera.eval.questions import Question
-from hiera.eval.read import read_hits
+from hiera.eval.read import read_hits, score_answer
 from hiera.results import Hit
 
 
@@ -52,3 +52,9 @@ def test_squad_questions_with_gold_passages_report_no_answerable_subset():
     q = Question("a", "q?", ["Paris"], gold_passages={"d0#0"})
     m, _ = read_hits(ListReader(), [q], [hits("Paris is big")], (1,))
     assert m["em@1"] == 1.0 and not any(k.startswith(("answerable", "lost")) for k in m)
+
+
+def test_a_regex_answer_that_does_not_compile_matches_nothing():
+    q = Question("a", "Who wrote it?", ["(Charles Darwin", "Darwin"], answer_mode="regex")
+    assert score_answer("Darwin", q) == (1.0, None)
+    assert score_answer("Charles Darwin", q) == (0.0, None)

@@ -47,6 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         markdown_table,
         plot_topk,
         questions_without_gold,
+        questions_without_relevant,
         write_trec,
     )
     from hiera.index.exact import resolve_placement
@@ -101,6 +102,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if absent:
         _log(f"note: {absent} of {len(questions)} questions name gold documents {args.index} does not hold; "
              "every retriever misses them (is this the collection the questions were written for?)")
+    unjudged = questions_without_relevant(questions)
+    if unjudged:
+        _log(f"note: {unjudged} of {len(questions)} questions are judged with no relevant document; the document "
+             "metrics leave them out of their means")
     reranker = None
     if args.rerank:
         from hiera.crossencoder import Reranker
@@ -134,7 +139,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             return written + ([plot] if plot else [])
 
         _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
-                       {**_run_record(args, col, len(questions), ks), "questions_without_gold": absent})
+                       {**_run_record(args, col, len(questions), ks), "questions_without_gold": absent,
+                        "questions_without_relevant": unjudged})
     if args.json:
         print(json.dumps(result, indent=2))
     else:

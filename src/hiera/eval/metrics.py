@@ -73,14 +73,21 @@ def doc_topk(
     gold_docs: Sequence[set[str]],
     ks: Iterable[int] = (1, 5, 20, 100),
 ) -> dict[str, float]:
-    """``doc_top{k}``: share of questions with a gold document among the first k distinct documents."""
+    """``doc_top{k}``: share of questions with a gold document among the first k distinct documents.
+
+    A question without gold documents (judged, but nothing relevant) is left out of the mean, as the ranking
+    metrics leave it out: no retriever can find its gold."""
     ks = _check_ks(ks)
     if len(ranked_doc_ids) != len(gold_docs):
         raise BadInputError(f"{len(ranked_doc_ids)} rankings but {len(gold_docs)} gold sets")
     if not ranked_doc_ids:
         raise BadInputError("no questions to evaluate")
+    if not any(gold_docs):
+        raise BadInputError("no question has a gold document")
     first: list[int | None] = []
     for ranked, gold in zip(ranked_doc_ids, gold_docs, strict=True):
+        if not gold:
+            continue
         docs = distinct(ranked)
         first.append(next((r for r, d in enumerate(docs) if d in gold), None))
     n = len(first)

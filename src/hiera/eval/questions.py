@@ -284,6 +284,8 @@ def load_beir(path: Path, limit: int | None = None, split: str = "test") -> list
         qid = str(qid).strip()
         if qid not in qrels:
             continue
+        if qid in seen:  # evaluated twice it would weigh twice, and its run file would hold two blocks
+            raise BadRecordError(str(queries_path), f"line {n}", f"query id {qid!r} is repeated")
         text = _text_field(rec, "text", queries_path, f"line {n}")
         rels = qrels[qid]
         meta = rec.get("metadata")

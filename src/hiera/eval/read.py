@@ -10,7 +10,8 @@ Beside EM/F1: ``lost@K`` (``gained@K``), the share of questions answered
 right at the smallest read-k and wrong at K (the reverse), and, for
 open-domain questions with answer strings (NQ-open, TriviaQA),
 ``answerable@K``, the share whose answer string (DPR's ``has_answer``) is in
-the top K passages read, with ``em@k_answerable`` the EM over those only:
+the top K passages, K the largest read-k, with ``em@k_answerable`` the EM at
+every read-k over those same questions (one subset, so the read-ks compare):
 what the reader makes of the questions retrieval made answerable.
 """
 
@@ -31,12 +32,20 @@ from hiera.results import Hit, Results
 from hiera.text import exact_match, f1, squad_normalize
 
 
+def _pattern(answer: str) -> regex.Pattern[str] | None:
+    """A regex gold answer compiled, or ``None`` when it does not compile: it matches nothing, as retrieval's
+    ``has_answer`` treats it, so one bad pattern in a questions file costs that answer, not the evaluation."""
+    try:
+        return regex.compile(answer, flags=regex.IGNORECASE)
+    except Exception:  # regex raises its own error class, and others on odd input
+        return None
+
+
 def score_answer(prediction: str, q: Question) -> tuple[float, float | None]:
     """(EM, F1) of one prediction against a question's gold answers."""
     if q.answer_mode == "regex":
         pred = squad_normalize(prediction)
-        ok = any(regex.fullmatch(p, prediction, flags=regex.IGNORECASE) or regex.fullmatch(p, pred, flags=regex.IGNORECASE)
-                 for p in q.answers)
+        ok = any(pat.fullmatch(prediction) or pat.fullmatch(pred) for p in q.answers if (pat := _pattern(p)) is not None)
         return float(bool(ok)), None
     return exact_match(prediction, q.answers), f1(prediction, q.answers)
 

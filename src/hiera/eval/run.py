@@ -63,6 +63,17 @@ def questions_without_gold(col: Any, questions: Sequence[Question]) -> int:
     return sum(1 for q in questions if q.gold_docs and not any(held(g) for g in q.gold_docs))
 
 
+def has_qrels_of(questions: Sequence[Question]) -> bool:
+    return any(q.qrels for q in questions)
+
+
+def questions_without_relevant(questions: Sequence[Question]) -> int:
+    """How many questions are judged but have no relevant document (every judgement 0): the ranking metrics and
+    ``doc_top{k}`` leave them out of their means (a query nothing answers measures no retriever), so they are
+    counted here instead of vanishing."""
+    return sum(1 for q in questions if q.qrels and not q.gold_docs)
+
+
 def _canonical_qrels(qrels: dict[str, int], canonical: Callable[[str], str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for doc_id, rel in qrels.items():
@@ -93,6 +104,7 @@ def evaluate_retriever(
     r = retriever or get_retriever(name, col, **(params or {}))
     fkw = {"filter": filter} if filter else {}
     kmax = max(ks)
+    kdoc = max(kmax, RANKING_DEPTH if has_qrels_of(questions) else ALL_GOLD_DEPTH)  # the depth @10/@100 name
     run = RetrieverRun(name=name, params=dict(getattr(r, "defaults", {})))
     texts = [q.text for q in questions]
     has_answers = any(q.answers for q in questions)
@@ -103,7 +115,7 @@ def evaluate_retriever(
         if "passage" in r.levels and has_answers:
             run.passage_runs.extend(r.batch_search(chunk, k=kmax, level="passage", **fkw))
         if "doc" in r.levels and (has_docs or has_qrels):
-            run.doc_runs.extend(r.batch_search(chunk, k=kmax, level="doc", **fkw))
+            run.doc_runs.extend(r.batch_search(chunk, k=kdoc, level="doc", **fkw))
         bar.update(len(chunk))
     bar.close()
 
@@ -181,10 +193,11 @@ def _quality(col: Any, passage_runs: list, doc_runs: list, questions: Sequence[Q
     if doc_runs and has_docs:
         ranked_docs = [[h.doc_id for h in res.hits] for res in doc_runs]
         gold = [{canonical(g) for g in q.gold_docs} for q in questions]
-        m.update(doc_topk(ranked_docs, gold, ks))
+        if any(gold):
+            m.update(doc_topk(ranked_docs, gold, ks))
         multi = [i for i, g in enumerate(gold) if len(g) > 1]
         if multi:
-            m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:10]) for i in multi) / len(multi)
+            m["doc_all_top10"] = sum(gold[i] <= set(distinct(ranked_docs[i])[:ALL_GOLD_DEPTH]) for i in multi) / len(multi)
     if doc_runs and has_qrels:
         run_dict = {q.id: {h.doc_id: h.score for h in res.hits} for res, q in zip(doc_runs, questions, strict=True)}
         qrels = {q.id: _canonical_qrels(q.qrels, canonical) for q in questions if q.qrels}
@@ -220,6 +233,8 @@ def evaluate(
 
 
 # -- reports --------------------------------------------------------------
+RANKING_DEPTH = 100  # the deepest cut the judged-ranking metrics name (map@100): documents retrieved for them
+ALL_GOLD_DEPTH = 10  # doc_all_top10's cut
 COUNTS = {"filter_gold_outside", "filter_gold_unknown"}  # metrics that count questions (not rates)
 
 
@@ -249,11 +264,27 @@ def write_trec(runs: dict[str, RetrieverRun], questions: Sequence[Question], out
         path = out / f"{name}.trec"
         with open(path, "w", encoding="utf-8") as fh:
             for q, res in zip(questions, results, strict=True):
-                for h in res.hits:
+                for h, score in zip(res.hits, _strictly_falling([h.score for h in res.hits]), strict=True):
                     docno = h.doc_id if res.level == "doc" else (h.passage_id or h.doc_id)
-                    fh.write(f"{_trec_token(q.id)} Q0 {_trec_token(docno)} {h.rank} {h.score:.6f} hiera-{name}\n")
+                    fh.write(f"{_trec_token(q.id)} Q0 {_trec_token(docno)} {h.rank} {score:.6f} hiera-{name}\n")
         paths.append(path)
     return paths
+
+
+def _strictly_falling(scores: Sequence[float], step: float = 1e-6) -> list[float]:
+    """Scores as written to a run file, strictly falling at its printed precision (``step``).
+
+    trec_eval, pytrec_eval and ir_measures re-sort tied scores by document id, so a run file with ties (RRF
+    makes many) would evaluate to other figures than hiera reports for the same ranking. A tie is lowered by
+    one ``step`` below the score written before it: the file keeps the rank order, and every score stays within
+    ``step`` times its rank of the retriever's."""
+    out: list[float] = []
+    for s in scores:
+        v = round(float(s), 6)
+        if out and v >= out[-1]:
+            v = round(out[-1] - step, 6)
+        out.append(v)
+    return out
 
 
 def _trec_token(text: str) -> str:
