@@ -31,6 +31,6 @@ def test_tied_scores_are_written_strictly_falling_in_rank_order(tmp_path: Path) 
     rows = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
     written = [float(r[4]) for r in rows]
     assert [r[2] for r in rows] == [h.passage_id for h in hits]
-    assert all(a > b for a, b in zip(written, written[1:]))
-    assert all(abs(w - s) <= 1e-6 * (i + 1) for i, (w, s) in enumerate(zip(written, scores)))
+    assert all(a > b for a, b in zip(written, written[1:], strict=False))
+    assert all(abs(w - s) <= 1e-6 * (i + 1) for i, (w, s) in enumerate(zip(written, scores, strict=True)))
     assert written[0] == 0.5 and written[5] == 0.1
