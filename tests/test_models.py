@@ -42,6 +42,18 @@ def test_the_policy_is_set_before_torch_loads() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
 
 
+@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_importing_hiera_lets_idle_threads_sleep_unless_told_otherwise(given: str | None, expected: str) -> None:
+    """The Python API and the adapters never pass through the CLI: the package import sets it, before FAISS."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    code = ("import os, sys\nimport hiera\nassert 'faiss' not in sys.modules and 'torch' not in sys.modules\n"
+            "print(os.environ['OMP_WAIT_POLICY'])")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == expected
+
+
 # -- Hub access: hiera's loads read local files; the host application's settings are its own ----------------
 HUB_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "WANDB_DISABLED")
 
