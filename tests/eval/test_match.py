@@ -115,3 +115,14 @@ class TestTitlesNeverCount:
         )
         assert passage_has_answer(hit2, ["Denver Broncos"])
         assert hit_list([hit, hit2], ["Denver Broncos"]) == [False, True]
+
+
+def test_a_passage_is_tokenized_once_however_many_questions_check_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = match.tokenize
+    monkeypatch.setattr(match, "tokenize", lambda text: calls.append(text) or real(text))
+    text = "The Zeppelin-7731 line first flew in 1931 over Lake Constance."
+    hit = Hit(rank=1, score=1.0, doc_id="z", title="Z", passage_id="z#0", text=text)
+    for answers in (["1931"], ["Lake Constance"], ["1932"], ["Zeppelin-7731"]):
+        assert match.hit_list([hit, hit], answers) == [answers[0] != "1932"] * 2
+    assert calls.count(text) == 1

@@ -64,6 +64,13 @@ def tokenize(text: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(normalize(text))]
 
 
+@lru_cache(maxsize=16_384)
+def _text_tokens(text: str) -> tuple[str, ...]:
+    """A passage is checked against every question that retrieves it, by every retriever: tokenize it once
+    (an evaluation of 200 questions with four retrievers tokenized 2,129 passages 160,169 times)."""
+    return tuple(tokenize(text))
+
+
 @lru_cache(maxsize=65_536)
 def _answer_tokens(answer: str) -> tuple[str, ...]:
     """Answers repeat across every passage of a question: tokenize them once."""
@@ -98,7 +105,7 @@ def has_answer(answers: Sequence[str], text: str, mode: MatchMode = "string") ->
     if isinstance(answers, str):
         answers = [answers]
     if mode == "string":
-        tokens = tokenize(text)
+        tokens = _text_tokens(text)
         return any(_contains(tokens, _answer_tokens(a)) for a in answers)
     if mode == "regex":
         norm = normalize(text)

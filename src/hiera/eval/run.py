@@ -119,10 +119,11 @@ def evaluate_retriever(
         bar.update(len(chunk))
     bar.close()
 
+    hits: list[list[bool]] = []
     if run.passage_runs:
         hits = [hit_list(res.hits, q.answers, q.answer_mode) for res, q in zip(run.passage_runs, questions, strict=True)]
         run.first_hit = [next((i for i, h in enumerate(hl) if h), None) for hl in hits]
-    m = _quality(col, run.passage_runs, run.doc_runs, questions, ks, has_docs, has_qrels)
+    m = _quality(col, run.passage_runs, run.doc_runs, questions, ks, has_docs, has_qrels, hits)
     if filter:
         inside = gold_inside(col, questions, filter)
         m["filter_gold_outside"] = sum(1 for x in inside if x is False)
@@ -131,7 +132,7 @@ def evaluate_retriever(
         if len(keep) < len(questions) and keep:
             sub = _quality(col, [run.passage_runs[i] for i in keep] if run.passage_runs else [],
                            [run.doc_runs[i] for i in keep] if run.doc_runs else [], [questions[i] for i in keep], ks,
-                           has_docs, has_qrels)
+                           has_docs, has_qrels, [hits[i] for i in keep] if hits else [])
             m.update({f"{k}_gold_inside": v for k, v in sub.items()})
 
     # Per-stage time from the traces (batched), and single-query latency.
@@ -179,11 +180,11 @@ def gold_inside(col: Any, questions: Sequence[Question], filter: str) -> list[bo
 
 
 def _quality(col: Any, passage_runs: list, doc_runs: list, questions: Sequence[Question], ks: Sequence[int],
-             has_docs: bool, has_qrels: bool) -> dict[str, float]:
-    """The ranking metrics of the runs of ``questions``."""
+             has_docs: bool, has_qrels: bool, hits: list[list[bool]]) -> dict[str, float]:
+    """The ranking metrics of the runs of ``questions``; ``hits``: which passages of each passage run hold an
+    answer (:func:`hit_list`, matched once per run)."""
     m: dict[str, float] = {}
     if passage_runs:
-        hits = [hit_list(res.hits, q.answers, q.answer_mode) for res, q in zip(passage_runs, questions, strict=True)]
         m.update(topk_accuracy(hits, ks))
         gold_p = [q.gold_passages for q in questions]
         if any(gold_p):
