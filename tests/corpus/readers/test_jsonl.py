@@ -56,6 +56,8 @@ def test_generic_jsonl_paragraphs_and_metadata(tmp_path: Path):
     records = [
         {"id": 7, "title": " Seven ", "text": "First para\nsoft wrap.\n\n\nSecond para.", "url": "http://x"},
         {"id": "b", "title": "Bee", "text": ""},
+        {"id": "c", "title": "Sea", "text": "Salt.", "source": "wikipedia", "year": 2019},
+        {"id": "d", "title": "Dee", "text": "River.", "source": 3},
     ]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n\n", encoding="utf-8")
     docs = list(read_jsonl(path))
@@ -63,6 +65,8 @@ def test_generic_jsonl_paragraphs_and_metadata(tmp_path: Path):
     assert docs[0].lead == ["First para soft wrap.", "Second para."]
     assert docs[0].metadata == {"url": "http://x", "source": "jsonl"}
     assert docs[1].lead == []
+    assert docs[2].metadata == {"source": "wikipedia", "year": 2019}  # the record's own source is kept
+    assert docs[3].metadata == {"source": "jsonl"}
 
 
 def test_beir_empty_title_uses_id(tmp_path: Path):

@@ -119,7 +119,8 @@ def _plain_record(record: dict[str, Any]) -> Document:
         for k, v in record.items()
         if k not in ("id", "title", "text") and isinstance(v, str | int | float | bool)
     }
-    metadata["source"] = "jsonl"
+    if not isinstance(metadata.get("source"), str) or not metadata["source"].strip():
+        metadata["source"] = "jsonl"  # a record's own source (a filter's ``source = wikipedia``) is kept
     return Document(
         id=doc_id, title=" ".join(title.split()), lead=blank_line_paragraphs(text), metadata=metadata
     )
