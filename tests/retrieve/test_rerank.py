@@ -40,7 +40,7 @@ def test_rerank_orders_by_the_cross_encoder_and_keeps_provenance(col, reranker, 
         assert h.stages["retrieve"] == type(h.stages["retrieve"])(orig.score, orig.rank)
     # Beyond the depth, the base order is kept.
     assert [h.passage_id for h in res.hits[5:]] == [h.passage_id for h in before.hits[5:n]]
-    assert res.trace[-1].name == "rerank" and res.trace[-1].detail["depth"] == 5
+    assert [s.name for s in res.trace][-2:] == ["rerank", "answered-by"] and res.trace[-2].detail["depth"] == 5
     assert res.params["rerank_threshold"] == reranker.threshold
 
 
@@ -62,7 +62,7 @@ def test_the_weight_mixes_the_cross_encoder_with_the_base_score(col, reranker, w
         assert [h.passage_id for h in res.hits] == [h.passage_id for h in before]
     for h in res.hits:  # the explanation keeps the cross-encoder's own probability and rank
         assert h.stages["rerank"].score == pytest.approx(float(probs[[x.passage_id for x in before].index(h.passage_id)]), abs=1e-6)
-    assert res.trace[-1].detail["weight"] == weight
+    assert res.trace[-2].detail["weight"] == weight
 
 
 def test_rerank_k_smaller_than_depth_and_doc_level(col, reranker):

@@ -90,6 +90,12 @@ class RerankRetriever:
             hits=hits[:k],
             retriever=self.name,
             params=params,
-            trace=[*res.trace, step],
+            trace=_before_answered_by(res.trace, step),
             answer_set=res.answer_set,
         )
+
+
+def _before_answered_by(trace: list[TraceStep], step: TraceStep) -> list[TraceStep]:
+    """``trace`` with ``step`` added as the last stage: a trace ends with its ``answered-by`` step."""
+    last = [s for s in trace if s.name == "answered-by"]
+    return [*(s for s in trace if s.name != "answered-by"), step, *last]
