@@ -23,7 +23,7 @@ Design notes:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -103,6 +103,13 @@ class TraceStep:
     name: str
     detail: dict[str, Any] = field(default_factory=dict)
     ms: float = 0.0
+
+
+def with_steps(trace: Sequence[TraceStep], *steps: TraceStep) -> list[TraceStep]:
+    """``trace`` with ``steps`` added as its last stages: a trace ends with its ``answered-by`` step, which says
+    what served the whole pipeline, so a stage added after a search (a reranker, a reader) goes before it."""
+    last = [s for s in trace if s.name == "answered-by"]
+    return [*(s for s in trace if s.name != "answered-by"), *steps, *last]
 
 
 @dataclass

@@ -517,7 +517,7 @@ READERS: dict[str, MethodSpec] = {
                       grid=(0.0, 0.5, 1.0, 2.0, 4.0)),
                 Param("rank_weight", "float", 0.0,
                       "reader: how much an answer's score falls with its passage's retrieval rank, times "
-                      "log(1 + rank): keeps the first passages' answer when reading more (a reader's calibrated "
+                      "log(rank), the rank 1-based: keeps the first passages' answer when reading more (a reader's calibrated "
                       "value, in its hiera-reader.json, overrides this default)", min=0.0, max=20.0, tunable=True,
                       grid=(0.0, 0.5, 1.0, 2.0, 4.0, 8.0)),
                 Param("part_words", "int", 100,

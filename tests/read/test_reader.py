@@ -55,8 +55,8 @@ def test_answer_reads_retrieved_passages_and_explains_itself(reader: Reader, squ
         assert texts[a["passage_id"]][a["start"] : a["end"]] == a["text"]
         assert a["evidence"][0]["passage_id"] == a["passage_id"]
         assert a["breadcrumb"].startswith(a["doc_id"].split("#")[0][:3])
-    assert [s["name"] for s in d["trace"]][-2:] == ["read", "decode"]
-    assert d["trace"][-2]["detail"]["passages"] == 3
+    assert [s["name"] for s in d["trace"]][-3:] == ["read", "decode", "answered-by"]
+    assert d["trace"][-3]["detail"]["passages"] == 3
     json.dumps(d)  # the API returns it as is
     scores = [a["score"] for a in d["answers"]]
     assert scores == sorted(scores, reverse=True)

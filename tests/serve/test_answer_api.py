@@ -43,7 +43,7 @@ def test_answer_returns_answers_inside_their_passages(client: TestClient, questi
     for a in body["answers"]:
         assert texts[a["passage_id"]][a["start"] : a["end"]] == a["text"]
         assert {"score", "doc_id", "breadcrumb", "evidence"} <= set(a)
-    assert [s["name"] for s in body["trace"]][-2:] == ["read", "decode"]
+    assert [s["name"] for s in body["trace"]][-3:] == ["read", "decode", "answered-by"]
     assert body["reader"]["params"]["answers"] == 3
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from hiera.errors import BadInputError
 from hiera.read.decode import Answer, Candidate
 from hiera.read.reader import Reader
-from hiera.results import Hit, Results, TraceStep
+from hiera.results import Hit, Results, TraceStep, with_steps
 
 
 @dataclass
@@ -81,10 +81,10 @@ def read_results(reader: Reader, results: Results, sep: str = ", ", **read_param
     lg = reader.logits(results.query, [(title_line(h, sep), h.text) for h in hits], params["part_words"])
     t_dec = time.perf_counter()
     answers = reader.decode(lg, **read_params)
-    trace = list(results.trace)
-    trace.append(TraceStep("read", {"passages": len(hits), "windows": len(lg.windows), "reader": reader.name}, lg.ms))
+    read = TraceStep("read", {"passages": len(hits), "windows": len(lg.windows), "reader": reader.name}, lg.ms)
     weights = {k: params[k] for k in ("passage_weight", "rank_weight", "merge")}
-    trace.append(TraceStep("decode", {"answers": len(answers), **weights}, (time.perf_counter() - t_dec) * 1000.0))
+    decode = TraceStep("decode", {"answers": len(answers), **weights}, (time.perf_counter() - t_dec) * 1000.0)
+    trace = with_steps(results.trace, read, decode)
     return AnswerResults(
         question=results.query,
         answers=answer_dicts(answers, hits),

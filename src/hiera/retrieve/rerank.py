@@ -20,7 +20,7 @@ import numpy as np
 from hiera.crossencoder import MAX_DEPTH, Reranker, hit_input
 from hiera.errors import BadInputError
 from hiera.index.select import ranks_of
-from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_level
+from hiera.results import Hit, Results, StageScore, TraceStep, check_k, check_level, with_steps
 from hiera.spec import Level
 
 
@@ -90,12 +90,7 @@ class RerankRetriever:
             hits=hits[:k],
             retriever=self.name,
             params=params,
-            trace=_before_answered_by(res.trace, step),
+            trace=with_steps(res.trace, step),
             answer_set=res.answer_set,
         )
 
-
-def _before_answered_by(trace: list[TraceStep], step: TraceStep) -> list[TraceStep]:
-    """``trace`` with ``step`` added as the last stage: a trace ends with its ``answered-by`` step."""
-    last = [s for s in trace if s.name == "answered-by"]
-    return [*(s for s in trace if s.name != "answered-by"), step, *last]
