@@ -109,3 +109,44 @@ def test_inference_does_not_import_training(module: str) -> None:
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in imported if m.startswith("hiera.train")}
+
+
+def test_a_models_fingerprint_is_hashed_once_and_again_when_a_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest is kept on disk (a new process reads it, not 87 MB); a changed file is hashed anew."""
+    import hashlib
+
+    import hiera.encode as enc
+
+    monkeypatch.setenv("HIERA_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"a": 1}', encoding="utf-8")
+    (model / "model.safetensors").write_bytes(b"\x00" * 1000)
+    reads: list[str] = []
+    real_open = open
+
+    def counting_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(file).startswith(str(model)):
+            reads.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+
+    def fresh() -> str:
+        enc._fingerprint_files.cache_clear()  # as a new process
+        return enc.model_fingerprint(model)
+
+    first = fresh()
+    assert len(reads) == 2
+    expected = hashlib.sha256()
+    for name in ("config.json", "model.safetensors"):
+        expected.update(name.encode())
+        expected.update((model / name).read_bytes())
+    assert first == expected.hexdigest()
+    assert fresh() == first and len(reads) == 2  # read back from the cache file: no model file opened
+    (model / "model.safetensors").write_bytes(b"\x01" * 1000)  # same size, new content and modification time
+    os.utime(model / "model.safetensors", ns=(1, 1))
+    changed = fresh()
+    assert changed != first and len(reads) == 4

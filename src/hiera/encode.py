@@ -57,6 +57,7 @@ from tqdm import tqdm
 
 from hiera.backends import BACKENDS, check_backend, require, rounded_width
 from hiera.errors import BadInputError, HieraError
+from hiera.io import loads_json, write_json_atomic
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers, resolve_device
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -139,27 +140,59 @@ def resolve_model_path(name: str | Path) -> Path:
     return p
 
 
+_WEIGHT_SUFFIXES = {".safetensors", ".bin", ".json", ".txt"}
+FINGERPRINTS_FILE = "model-fingerprints.json"  # in the embedding cache's directory
+_KEPT_FINGERPRINTS = 64
+
+
 @lru_cache(maxsize=32)
 def _fingerprint_files(path: str, stamp: tuple) -> str:
+    """The sha256 of a model directory's files whose names, sizes and modification times are ``stamp``.
+
+    Hashing all-MiniLM-L6-v2's 87 MB took about a tenth of a cold ``hiera search``, in every process, although
+    the files rarely change: a digest computed once is kept on disk beside the embedding cache, keyed by the
+    stamp, and any change of a file's size or modification time computes it again."""
+    key = hashlib.sha256(repr((path, stamp)).encode()).hexdigest()
+    store = default_cache_dir() / FINGERPRINTS_FILE
+    known = _read_fingerprints(store)
+    if isinstance(known.get(key), str):
+        return known[key]
     h = hashlib.sha256()
     root = Path(path)
     for f in sorted(root.rglob("*")):
-        if f.is_file() and f.suffix in {".safetensors", ".bin", ".json", ".txt"} and ".cache" not in f.parts:
+        if f.is_file() and f.suffix in _WEIGHT_SUFFIXES and ".cache" not in f.parts:
             h.update(str(f.relative_to(root)).encode())
             with open(f, "rb") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
-    return h.hexdigest()
+    digest = h.hexdigest()
+    kept = {k: v for k, v in _read_fingerprints(store).items() if k != key}
+    kept = dict(list(kept.items())[-(_KEPT_FINGERPRINTS - 1):])
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(store, {**kept, key: digest})
+    except OSError:  # a read-only cache costs the next process the hashing again, nothing else
+        pass
+    return digest
+
+
+def _read_fingerprints(store: Path) -> dict[str, Any]:
+    try:
+        data = loads_json(store.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def model_fingerprint(path: Path) -> str:
     """sha256 over the model's weights and configs: what the cache and manifest key on."""
+    root = Path(path).resolve()
     stamp = tuple(
-        (str(f), f.stat().st_size, int(f.stat().st_mtime))
-        for f in sorted(Path(path).rglob("*"))
-        if f.is_file() and f.suffix in {".safetensors", ".bin", ".json", ".txt"}
+        (str(f.relative_to(root)), st.st_size, st.st_mtime_ns)
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.suffix in _WEIGHT_SUFFIXES and ".cache" not in f.parts and (st := f.stat())
     )
-    return _fingerprint_files(str(path), stamp)
+    return _fingerprint_files(str(root), stamp)
 
 
 def text_hash(text: str) -> bytes:
