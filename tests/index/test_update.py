@@ -292,3 +292,28 @@ def test_a_delta_whose_documents_have_no_name_key(tmp_path: Path) -> None:
     assert ids[titles.bm25("Chess", k=1)[0].doc] == "chess"
     assert ids[titles.dense(col.doc_encoder, col.doc_encoder.encode_query("Chess"), k=1)[0].doc] == "chess"
     assert [f for f in check_collection(root) if f.status == "error"] == []
+
+
+def test_damaged_vectors_are_never_copied_into_a_new_build(tmp_path: Path) -> None:
+    """A rebuild (what `hiera check` advises) takes nothing from a live build whose files fail their checksums,
+    and an update refuses a live build whose files changed size, as searches do."""
+    from hiera.errors import ManifestMismatchError
+
+    root = helpers.build_collection(tmp_path / "col", helpers.make_docs(), BuildOptions(progress=False))
+    remove_documents(root, ["volcanoes"], log=helpers.QUIET, compact_at=1.0, progress=False)  # a segmented build
+    before = _lists(open_collection(root), "dense")
+    matrix = np.load(live_build_dir(root) / "dense" / "passages.f16.npy", mmap_mode="r+")
+    matrix[:] = 0.01  # same size: only the checksum tells
+    matrix.flush()
+    del matrix
+    said: list[str] = []
+    build_collection(root, _options(root), log=said.append)
+    assert any("no longer match the checksums" in line for line in said), said
+    assert _lists(open_collection(root), "dense") == before
+
+    version, live = CorpusStore(root).version, live_build_dir(root)
+    with open(live / "dense" / "passages.faiss", "r+b") as fh:
+        fh.truncate(1000)
+    with pytest.raises(ManifestMismatchError, match="index files changed"):
+        remove_documents(root, ["jazz"], log=helpers.QUIET, compact_at=1.0, progress=False)
+    assert CorpusStore(root).version == version and live_build_dir(root) == live

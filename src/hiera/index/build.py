@@ -34,7 +34,7 @@ from hiera.encode import DEFAULT_BACKEND, DEFAULT_MODEL, Encoder, resolve_model_
 from hiera.errors import BadInputError, HieraError
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import add_rows, build_faiss, load_faiss, mean_vectors, save_faiss, save_matrix
-from hiera.index.manifest import Manifest, read_tuned
+from hiera.index.manifest import Manifest, file_sha256, read_tuned
 from hiera.index.names import NameBase, name_rows, write_names
 from hiera.index.profile import choose, factories
 from hiera.index.publish import publish
@@ -358,6 +358,8 @@ def _build_into(
     passage_texts = corpus.passage_texts
     log(f"layout: {len(docs)} documents, {len(prow)} passages ({time.perf_counter() - t0:.1f}s)")
     manifest = new_manifest(store, corpus, opts, previous, previous_dir)
+    if opts.dense:
+        previous_dir, previous = _reusable(previous_dir, previous, log)
     encoders = opts.encoders() if opts.dense else None
     ready = _warm(encoders, log) if encoders is not None else None  # on a GPU, beside BM25
 
@@ -436,6 +438,26 @@ def _warm(encoders: tuple[Encoder, Encoder], log: Callable[[str], None]) -> Futu
     future = pool.submit(warm)
     pool.shutdown(wait=False)
     return future
+
+
+def _reusable(previous_dir: Path | None, previous: Manifest | None,
+              log: Callable[[str], None]) -> tuple[Path | None, Manifest | None]:
+    """The previous build as a source of vectors, FAISS indexes and names, or ``(None, None)`` when a file a
+    build copies from it no longer matches the checksum its manifest recorded.
+
+    Copied, a damaged matrix would be written into the new build under a fresh checksum, where nothing could
+    find it again; refused, the vectors come from the embedding cache or the encoder. BM25 is rebuilt from the
+    text and never copied, so its files are not read here."""
+    if previous_dir is None or previous is None:
+        return previous_dir, previous
+    copied = [f for f in previous.checksums if not f.startswith("bm25-") and "/bm25-" not in f]
+    bad = [f for f in copied if not (previous_dir / f).is_file()
+           or file_sha256(previous_dir / f) != previous.checksums[f]]
+    if not bad:
+        return previous_dir, previous
+    log(f"the live build's {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} no longer match the checksums of its "
+        "manifest: nothing is copied from it (vectors come from the embedding cache or the encoder)")
+    return None, None
 
 
 @contextmanager

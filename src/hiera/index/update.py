@@ -121,6 +121,7 @@ def update(root: str | Path, store: CorpusStore, log: Callable[[str], None] = pr
     def write(out: Path, st: CorpusStore, previous_dir: Path | None, previous: Manifest | None) -> Manifest:
         if previous_dir is None or previous is None:
             raise BadInputError(f"{root} has no index yet; run `hiera build {root}`")
+        previous.check_files(previous_dir)  # a damaged live build is refused, never extended (as searches refuse it)
         opts = replace(BuildOptions.from_manifest(previous), device=device, progress=progress)
         plan = plan_change(st, previous_dir, previous)
         why = needs_rebuild(plan, previous, compact, compact_at)
