@@ -125,6 +125,18 @@ def test_reentry_and_release_in_one_process(tmp_path: Path) -> None:
         pass
 
 
+def test_a_lock_file_that_cannot_be_opened_is_one_line(store_only: Path, capsys) -> None:
+    """A collection nothing can be written to (read-only, or its lock path taken) refuses writers in one line."""
+    (store_only / LOCK_FILE).unlink(missing_ok=True)
+    (store_only / LOCK_FILE).mkdir()  # os.open fails as it does on a read-only directory
+    try:
+        assert main(["build", str(store_only), "--no-dense", "-q"]) != 0
+    finally:
+        (store_only / LOCK_FILE).rmdir()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write to the collection" in err[0] and "nothing was changed" in err[0]
+
+
 def test_failed_first_ingest_leaves_no_lock_file_in_a_user_directory(tmp_path: Path) -> None:
     from hiera.corpus.ingest import ingest
     from hiera.errors import HieraError

@@ -142,7 +142,10 @@ def writer_lock(
         return
 
     path = root / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # a read-only collection (or disk): nothing can be written, so nothing is tried
+        raise HieraError(f"{root}: cannot write to the collection ({e.strerror}: {path}); nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
