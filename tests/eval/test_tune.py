@@ -39,6 +39,22 @@ def test_tune_dhr_agrees_with_a_direct_evaluation(col):
     assert max(g["top1"] for g in res.grid) == pytest.approx(res.top1)
 
 
+def test_tune_on_a_build_with_removed_documents_sees_only_live_rows(col_copy):
+    """After a removal (a segmented build) tuning runs, and its figures are the searches' own."""
+    from hiera.builds import remove_documents
+
+    remove_documents(col_copy, ["jazz"], log=helpers.QUIET, compact_at=1.0, progress=False)
+    col = open_collection(col_copy)
+    assert col.live is not None
+    qs = _questions()
+    res = tune_dhr(col, qs, top_docs=(1, 3), progress=False, target_k=1, passage_alphas=(0.0, 0.5))
+    dhr = get_retriever("dhr", col, **res.params)
+    hits = [has_answer(q.answers, dhr.search(q.text, k=1)[0].text) for q in qs]
+    assert res.top1 == pytest.approx(sum(hits) / len(qs))
+    alpha, _ = tune_doc_alpha(col, qs, alphas=[0.0, 0.5, 1.0], progress=False)
+    assert alpha in (0.0, 0.5, 1.0)
+
+
 def test_tune_doc_alpha_and_save(col_copy, capsys):
     root = col_copy
     col = open_collection(root)

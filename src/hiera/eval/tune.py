@@ -85,7 +85,9 @@ def tune_dhr(
     texts = [q.text for q in questions]
     cands: list[StageResult] = []
     for i in tqdm(range(0, len(texts), 64), desc="candidates", disable=not progress, leave=False):
-        cands.extend(r.candidates(r._prepare(texts[i : i + 64], params), max(td_grid), with_bm25=max(pa_grid) > 0))
+        batch = r._prepare(texts[i : i + 64], params)
+        batch.filter = col.live  # a build with tombstones: candidates come from its live rows, as a search's do
+        cands.extend(r.candidates(batch, max(td_grid), with_bm25=max(pa_grid) > 0))
     memo: dict[tuple[int, int], bool] = {}
 
     def answer_at(qi: int, pos: int) -> bool:
@@ -153,6 +155,7 @@ def tune_doc_alpha(
     hybrid = stage("hybrid-max")
     for i in tqdm(range(0, len(qs), 64), desc="doc alpha", disable=not progress, leave=False):
         batch = r._prepare([q.text for q in qs[i : i + 64]], r.defaults)
+        batch.filter = col.live
         for query, q in zip(batch, qs[i : i + 64], strict=True):
             docs, b, d = hybrid.components(col, query, HYBRID_DEPTH)  # type: ignore[attr-defined]
             if len(docs) == 0:
