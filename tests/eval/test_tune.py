@@ -43,7 +43,7 @@ def test_tune_on_a_build_with_removed_documents_sees_only_live_rows(col_copy):
     """After a removal (a segmented build) tuning runs, and its figures are the searches' own."""
     from hiera.builds import remove_documents
 
-    remove_documents(col_copy, ["jazz"], log=helpers.QUIET, compact_at=1.0, progress=False)
+    remove_documents(col_copy, ["chess"], log=helpers.QUIET, compact_at=1.0, progress=False)  # gold of q4, q5
     col = open_collection(col_copy)
     assert col.live is not None
     qs = _questions()
