@@ -103,3 +103,27 @@ def test_out_keeps_only_this_runs_files(squad_tiny, tmp_path: Path, capsys) -> N
     assert not (out / "bm25-dhr.trec").exists() and (out / "bm25.trec").exists()
     assert (out / "notes.txt").read_text() == "mine"
     assert "bm25.trec" in json.loads((out / "run.json").read_text())["files"]
+
+
+def test_a_failed_write_leaves_the_earlier_runs_files(squad_tiny, tmp_path: Path, capsys,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are written aside and moved in whole: a full disk halfway leaves the earlier run, not a mix."""
+    import hiera.eval.run as run_mod
+
+    root, qfile = squad_tiny
+    out = tmp_path / "out"
+    common = ["--questions", str(qfile), "--format", "squad", "--ks", "1", "--latency-sample", "0",
+              "--out", str(out), "--quiet"]
+    assert main(["eval", str(root), "--retrievers", "bm25,bm25-dhr", *common]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full_disk(runs, questions, where):
+        (where / "bm25.trec").write_text("q1 Q0 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_mod, "write_trec", full_disk)
+    capsys.readouterr()
+    assert main(["eval", str(root), "--retrievers", "bm25", "--ks", "1,5", *common[4:], *common[:4]]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0] and "the earlier run's" in err[0]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

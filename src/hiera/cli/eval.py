@@ -217,19 +217,45 @@ def _run_record(args: argparse.Namespace, col: Any, questions: int, ks: list[int
     }
 
 
+STAGING = ".hiera-eval-"  # the hidden folder inside --out where a run's files are written before they land
+
+
 def _write_outputs(
     out: Path, runs: dict[str, Any], result: dict[str, Any], markdown: str, runs_files: Any, run: dict[str, Any]
 ) -> None:
     """``--out``: the table, the metrics, each retriever's parameters and what the run read, then the runs in
     their own format. ``run.json`` lists the run files; those an earlier run into the same directory listed and
-    this one did not write are removed, so every file there describes this run (nothing else is touched)."""
-    out.mkdir(parents=True, exist_ok=True)
-    earlier = _listed_files(out)
-    (out / "results.md").write_text(markdown + "\n", encoding="utf-8")
-    write_json_atomic(out / "results.json", result)
-    write_json_atomic(out / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
-    written = [p.name for p in runs_files(out)]
-    write_json_atomic(out / "run.json", {**run, "files": written})
+    this one did not write are removed, so every file there describes this run (nothing else is touched).
+
+    Every file is written into a hidden folder inside ``out`` first and moved into place by rename once all are
+    whole, ``run.json`` last: a kill or a full disk while writing leaves the earlier run's files as they were,
+    never a mix of two runs."""
+    import shutil
+    import tempfile
+
+    from hiera.errors import HieraError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for left in out.glob(f"{STAGING}*"):  # a run killed while writing
+            shutil.rmtree(left, ignore_errors=True)
+        stage = Path(tempfile.mkdtemp(prefix=STAGING, dir=out))
+    except OSError as e:
+        raise HieraError(f"cannot write the results to {out} ({e.strerror})") from None
+    try:
+        earlier = _listed_files(out)
+        (stage / "results.md").write_text(markdown + "\n", encoding="utf-8")
+        write_json_atomic(stage / "results.json", result)
+        write_json_atomic(stage / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
+        written = [p.name for p in runs_files(stage)]
+        write_json_atomic(stage / "run.json", {**run, "files": written})
+        for name in (*written, "results.md", "results.json", "params.json", "run.json"):
+            os.replace(stage / name, out / name)
+    except OSError as e:
+        raise HieraError(f"could not write the results to {out} ({e.strerror}); the files there are "
+                         "the earlier run's") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     stale = sorted(earlier - set(written))
     for name in stale:
         (out / name).unlink(missing_ok=True)
