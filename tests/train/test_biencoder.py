@@ -146,3 +146,27 @@ def test_publish_keeps_the_old_model_until_the_new_one_is_complete(tmp_path):
     publish(tmp, dest)
     assert (dest / "weights").read_text() == "new" and not tmp.exists()
     assert not (tmp_path / "model.old").exists()
+
+
+def test_publish_swaps_the_two_directories_in_one_step(tmp_path, monkeypatch):
+    """On Linux the model directory is never missing: the new one takes its name in the same step the old one
+    leaves it (renameat2's exchange), so no rename aside ever happens."""
+    import sys
+    from pathlib import Path
+
+    import hiera.train.common as common
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux's")
+    dest, tmp = tmp_path / "model", tmp_path / "model.partial"
+    dest.mkdir()
+    (dest / "weights").write_text("old")
+    tmp.mkdir()
+    (tmp / "weights").write_text("new")
+    new_inode = tmp.stat().st_ino
+    renames: list[tuple] = []
+    real_rename = Path.rename
+    monkeypatch.setattr(Path, "rename", lambda self, target: renames.append((self, target)) or real_rename(self, target))
+    common.publish(tmp, dest)
+    assert renames == [] and dest.stat().st_ino == new_inode and (dest / "weights").read_text() == "new"
+    assert not tmp.exists() and not (tmp_path / "model.old").exists()

@@ -182,7 +182,14 @@ def train_resumed(trainer: Any, resume: str | None) -> Any:
 
 
 def publish(tmp: Path, dest: Path) -> None:
-    """Replace ``dest`` with the finished ``tmp`` directory; a failure leaves the old one in place."""
+    """Replace ``dest`` with the finished ``tmp`` directory; a failure leaves the old one in place.
+
+    Where the kernel can swap two names in one step (Linux's ``renameat2`` with ``RENAME_EXCHANGE``) it does,
+    so a kill at any moment leaves ``dest`` whole, old or new; elsewhere the old directory is renamed aside
+    first, and for that instant ``dest`` does not exist."""
+    if dest.is_dir() and _exchange(tmp, dest):
+        shutil.rmtree(tmp)  # now the old model
+        return
     old = dest.with_name(dest.name + ".old")
     if old.exists():
         shutil.rmtree(old)
@@ -191,6 +198,19 @@ def publish(tmp: Path, dest: Path) -> None:
     tmp.rename(dest)
     if old.exists():
         shutil.rmtree(old)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names ``a`` and ``b`` atomically; False where the platform cannot (nothing was changed)."""
+    import ctypes
+    import os
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], resume: str | None,
