@@ -107,3 +107,28 @@ def test_a_method_needing_an_index_the_build_left_out_says_how_to_add_it(squad_t
     assert rc == 2 and out == ""
     assert err.strip() == (f"hiera: error: {root}: this build has no dense index (it was built without it); "
                            f"run `hiera build {root}` without --no-dense to add it")
+
+
+def test_a_search_whose_passages_another_writer_removed_is_searched_again(col_copy: Path, capsys,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A removal committed between the open and the search: the CLI searches once more on the new build, as
+    hiera serve does, instead of failing."""
+    import hiera.builds as builds
+    from hiera.builds import remove_documents
+
+    real_open = builds.open_collection
+    opened: list[object] = []
+
+    def open_then_another_writer_removes(*a, **k):
+        col = real_open(*a, **k)
+        if not opened:
+            remove_documents(col_copy, ["jazz"], log=helpers.QUIET, compact_at=1.0, progress=False)
+        opened.append(col)
+        return col
+
+    monkeypatch.setattr(builds, "open_collection", open_then_another_writer_removes)
+    rc, out, err = run_cli(capsys, "search", str(col_copy), helpers.TOPIC_QUERIES["jazz"], "-r", "dense", "-k", "5",
+                           "--json")
+    assert rc == 0, err
+    hits = json.loads(out)["hits"]
+    assert len(opened) == 2 and hits and all(h["doc_id"] != "jazz" for h in hits)

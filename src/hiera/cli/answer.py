@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from hiera.cli.common import AddCommand, add_device_option
 from hiera.cli.search import trace_lines
@@ -18,6 +19,7 @@ from hiera.cli.search import trace_lines
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
+    from hiera.errors import CollectionChangedError
     from hiera.index.exact import resolve_placement
     from hiera.read.pipeline import answer
     from hiera.read.reader import Reader
@@ -28,18 +30,24 @@ def cmd_answer(args: argparse.Namespace) -> int:
     # the reader first: a wrong directory fails before the indexes load
     placement = resolve_placement(args.device, args.dense_search)  # a bad choice is refused before any model loads
     reader = Reader(args.reader, device=placement.device)
-    col = open_collection(args.index, device=args.device, dense_search=args.dense_search)
-    retriever = get_retriever(args.retriever, col)
-    if args.rerank:
-        from hiera.crossencoder import Reranker
-        from hiera.retrieve.rerank import RerankRetriever
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=placement.device),
-                                    depth=max(args.rerank_depth, args.k))
-    sep = col.store.title_sep
-    out = answer(retriever, reader, args.query, k=args.k, search_params={**search_params[args.retriever],
-                                                                  **({"filter": args.filter} if args.filter else {})},
-                 read_params=read_params, sep=sep)
+    def answered() -> Any:
+        col = open_collection(args.index, device=args.device, dense_search=args.dense_search)
+        retriever = get_retriever(args.retriever, col)
+        if args.rerank:
+            from hiera.crossencoder import Reranker
+            from hiera.retrieve.rerank import RerankRetriever
+
+            retriever = RerankRetriever(retriever, Reranker(args.rerank, device=placement.device),
+                                        depth=max(args.rerank_depth, args.k))
+        return answer(retriever, reader, args.query, k=args.k,
+                      search_params={**search_params[args.retriever], **({"filter": args.filter} if args.filter else {})},
+                      read_params=read_params, sep=col.store.title_sep)
+
+    try:
+        out = answered()
+    except CollectionChangedError:  # another process removed what it found: once more, on the build now live
+        out = answered()
     if args.json:
         print(json.dumps(out.to_dict(), indent=2, ensure_ascii=False))
         return 0

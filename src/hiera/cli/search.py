@@ -62,6 +62,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace, nlp: Any) -> int:
     from hiera.builds import open_collection
+    from hiera.errors import CollectionChangedError
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_assignments
 
@@ -69,20 +70,27 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     if args.decomposer_url:  # the linking pipeline's model decomposer (an OpenAI-compatible endpoint)
         params.update(parse_assignments(["decomposer=endpoint", f"decomposer_url={args.decomposer_url}"],
                                         [args.retriever])[args.retriever])
-    col = open_collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
-                     backend=args.backend, device=args.device, dense_search=args.dense_search)
-    if nlp is not None:
-        from hiera.link.pipeline import linker_for
 
-        linker_for(col, nlp)
-    retriever = get_retriever(args.retriever, col)
-    if args.rerank:
-        from hiera.crossencoder import Reranker
-        from hiera.retrieve.rerank import RerankRetriever
+    def searched() -> Any:
+        col = open_collection(args.index, doc_encoder=args.doc_encoder, passage_encoder=args.passage_encoder,
+                              backend=args.backend, device=args.device, dense_search=args.dense_search)
+        if nlp is not None:
+            from hiera.link.pipeline import linker_for
 
-        retriever = RerankRetriever(retriever, Reranker(args.rerank, device=col.placement.device),
-                                    depth=args.rerank_depth)
-    res = retriever.search(args.query, k=args.k, level=args.level, filter=args.filter, **params)
+            linker_for(col, nlp)
+        retriever = get_retriever(args.retriever, col)
+        if args.rerank:
+            from hiera.crossencoder import Reranker
+            from hiera.retrieve.rerank import RerankRetriever
+
+            retriever = RerankRetriever(retriever, Reranker(args.rerank, device=col.placement.device),
+                                        depth=args.rerank_depth)
+        return retriever.search(args.query, k=args.k, level=args.level, filter=args.filter, **params)
+
+    try:
+        res = searched()
+    except CollectionChangedError:  # another process removed what it found: once more, on the build now live
+        res = searched()
     if args.json:
         print_json(res.to_dict())
         return 0
