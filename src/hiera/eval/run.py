@@ -252,8 +252,8 @@ def markdown_table(runs: dict[str, RetrieverRun]) -> str:
                          f"{int(v)}" if k in COUNTS else f"{100 * v:.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Accuracies in %; latencies in ms" + ("; filter_gold_* count questions." if set(keys) & COUNTS
-                                                        else "."))
+    lines.append("Rates and ranking metrics (recall, mrr, ndcg, map, accuracies) in %; latencies in ms"
+                 + ("; filter_gold_* count questions." if set(keys) & COUNTS else "."))
     return "\n".join(lines)
 
 
