@@ -149,6 +149,10 @@ def test_add_of_replaced_documents_writes_a_delta(bm25_copy: Path, tmp_path: Pat
     assert (updates["superseded"], updates["delta_documents"], updates["live_documents"]) == (1, 3, 8)
     assert updates["dead_share"] == round(m.updates["dead"]["passages"] / m.passages, 4) > 0
     assert helpers.run_cli(capsys, "check", str(bm25_copy))[0] == 0
+    # the same file again changes nothing: no new version, no new build for a server to reload
+    live = live_build_dir(bm25_copy)
+    rc, _, err = helpers.run_cli(capsys, "add", str(bm25_copy), str(src), "-f", "hiera-jsonl", *SEGMENT, "-q")
+    assert rc == 0 and "nothing changed" in err and live_build_dir(bm25_copy) == live
 
 
 def test_ingest_into_a_built_collection_updates_its_build(bm25_copy: Path, tmp_path: Path, capsys) -> None:

@@ -248,4 +248,8 @@ def test_documents_given_again_unchanged_are_left_as_they_are(collection: Path, 
     after = {r.id: r.rowid for r in store.iter_docs()}
     assert {d for d in rows if after[d] != rows[d]} == {docs[0].id}
     assert list(store.retired([rows[d.id] for d in docs])) == [rows[docs[0].id]]
+    version = store.version
     store.close()
+    report = ingest([helpers.write_jsonl(tmp_path / "same.jsonl", docs)], "hiera-jsonl", collection, progress=False)
+    assert (report.documents, report.replaced, report.unchanged, report.changed) == (0, 0, len(docs), False)
+    assert CorpusStore(collection).version == version  # nothing changed: no new version, nothing to rebuild

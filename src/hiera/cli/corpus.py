@@ -96,7 +96,10 @@ def _ingest_updating(args: argparse.Namespace, command: str, rules: Any = None) 
         )
         remove_unused_builds(root)
     _report_ingest(report, args)
-    log(f"index updated: {_build_state(root, args.compact_at)}")
+    if report.changed:
+        log(f"index updated: {_build_state(root, args.compact_at)}")
+    else:
+        log("nothing changed: the collection and its index are as they were")
     return 0
 
 

@@ -89,6 +89,7 @@ class IngestReport:
     new_doc_ids: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)  # ids given again within one file: the last record is kept
     unchanged: int = 0  # documents given again exactly as stored: nothing written, nothing for the index to redo
+    changed: bool = True  # False: nothing was written (every document unchanged or skipped), no new version
 
 
 @dataclass
@@ -221,6 +222,7 @@ class CorpusStore:
         try:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (json.dumps(rules.to_dict()),))
             writer = _Writer(conn, rules, report, duplicates)
+            changes = conn.total_changes
             where = source if callable(source) else (lambda: source)
             for rec in records:
                 writer.at(where())
@@ -234,6 +236,12 @@ class CorpusStore:
                     report.skipped += 1
                 if progress is not None:
                     progress.update(1)
+            if existing is not None and conn.total_changes == changes:
+                # every document unchanged or skipped: no new version, so no build is published and no server
+                # reloads for nothing
+                conn.execute("ROLLBACK")
+                report.changed = False
+                return report
             writer.finish()
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
             if before_commit is not None:
