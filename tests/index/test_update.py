@@ -195,6 +195,18 @@ def test_a_sharded_build_takes_removals_as_tombstones(tmp_path: Path) -> None:
     assert col.manifest.shards and not col.manifest.updates and col.n_docs == 5 + len(helpers.make_extra_docs())
 
 
+def test_a_sharded_build_shrinks_below_its_shard_count(tmp_path: Path) -> None:
+    """Removals leave fewer documents than shards: the rewrite makes one shard per document left, no refusal."""
+    root = helpers.build_collection(tmp_path / "col", helpers.make_docs(), BuildOptions(progress=False, dense=False,
+                                                                                       shards=4))
+    said: list[str] = []
+    remove_documents(root, ["volcanoes", "jazz", "chess", "python-language"], log=said.append, progress=False)
+    col = open_collection(root)
+    assert col.n_docs == 2 and len(col.manifest.shards) == 2 and not col.manifest.updates
+    assert any("2 shards instead of the live build's 4" in line for line in said), said
+    assert get_retriever("bm25", col).search("photosynthesis light", k=3).hits
+
+
 def test_a_graph_index_base_with_a_delta(tmp_path: Path) -> None:
     """HNSW base + Flat delta: the delta's documents are found, the dead ones never."""
     opts = BuildOptions(progress=False, passage_factory="HNSW32", doc_factory="HNSW32")

@@ -124,6 +124,7 @@ class BuildOptions:
     ray_address: str | None = None  # engine "ray": "auto", an address, or None for a local Ray
     workers: int | None = None  # engine "ray": encoding actors (default: the cluster's CPUs)
     names: bool = True  # the name table the linking pipeline searches (hiera.index.names)
+    shards_carried: bool = False  # the shard count is the live build's (from_manifest): at most one per document
 
     def encoder(self, level: str) -> Encoder:
         """The encoder of ``level`` (``passage`` or ``doc``) as this build runs it: model, batch, cache, backend, device."""
@@ -153,6 +154,7 @@ class BuildOptions:
         opts.profile = str(m.profile.get("asked", "small")) if m.profile else "small"
         opts.defaults = {name: dict(params) for name, params in m.defaults.items()}
         opts.shards = len(m.shards)
+        opts.shards_carried = bool(m.shards)
         opts.names = bool(m.names)
         return opts
 

@@ -89,7 +89,11 @@ def build_sharded_into(
     t0 = time.perf_counter()
     corpus = read_corpus(store, opts.bm25_doc_text == "fulltext")
     write_layout(out, corpus)
-    ranges = plan_ranges(corpus.offsets, opts.shards)
+    n_docs = len(corpus.offsets) - 1
+    shards = min(opts.shards, n_docs) if opts.shards_carried else opts.shards
+    if shards != opts.shards:  # removals left fewer documents than the live build has shards
+        log(f"{n_docs} documents left: {shards} shards instead of the live build's {opts.shards}")
+    ranges = plan_ranges(corpus.offsets, max(shards, 1))
     log(f"layout: {len(corpus.doc_rows)} documents, {len(corpus.passage_rows)} passages, "
         f"{len(ranges)} shards ({time.perf_counter() - t0:.1f}s)")
     manifest = new_manifest(store, corpus, opts, previous, previous_dir)
