@@ -100,12 +100,12 @@ def select_documents(root: str | Path, ids: Sequence[str] = (), titles: Sequence
         out.append(doc)
     exprs = [e for e in ((f"source = {quote(source)}" if source else None), filter) if e]
     if exprs:
-        col = open_collection(root)
-        for expr in exprs:
-            allowed = compile_filter(col, expr)
-            if allowed.n_docs == 0:
-                raise BadInputError(f"the filter {expr!r} matches no document; nothing removed")
-            out.extend(r.id for r in col.docs_at(allowed.doc_positions))
+        with open_collection(root) as col:  # let go of the build now: the removal's writer may then delete it
+            for expr in exprs:
+                allowed = compile_filter(col, expr)
+                if allowed.n_docs == 0:
+                    raise BadInputError(f"the filter {expr!r} matches no document; nothing removed")
+                out.extend(r.id for r in col.docs_at(allowed.doc_positions))
     if not out:
         raise BadInputError("name the documents to remove: --ids, --titles, --source or --filter")
     return list(dict.fromkeys(out))

@@ -127,3 +127,18 @@ def test_a_failed_write_leaves_the_earlier_runs_files(squad_tiny, tmp_path: Path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0] and "the earlier run's" in err[0]
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_method_a_sharded_build_cannot_serve_is_refused_before_any_runs(squad_tiny, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    root, qfile = squad_tiny
+    sharded = tmp_path / "sharded"
+    shutil.copytree(root, sharded, symlinks=True)
+    assert main(["build", str(sharded), "--shards", "2", "--no-dense", "--quiet"]) == 0
+    capsys.readouterr()
+    rc = main(["eval", str(sharded), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25,linking",
+               "--ks", "1", "--latency-sample", "0", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'linking' is not served on a sharded build" in err
+    assert "bm25:" not in err and not (tmp_path / "out" / "results.json").exists()  # bm25 never ran

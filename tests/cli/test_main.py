@@ -69,3 +69,9 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(argv: list[str]) -
     p.stdout.close()  # gone before the child writes its first line: every write of it meets a closed pipe
     _, err = p.communicate(timeout=120)
     assert err.decode() == "" and p.returncode == 141, (p.returncode, err.decode()[-500:])
+
+
+def test_zero_shards_is_refused_not_read_as_unsharded(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_cli(capsys, "build", str(tmp_path / "missing"), "--shards", "0")
+    assert exc.value.code == 2 and "argument --shards: must be >= 1, got 0" in capsys.readouterr().err

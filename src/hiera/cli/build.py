@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from hiera.cli.common import AddCommand, add_device_option, log, log_unless
+from hiera.cli.common import AddCommand, add_device_option, log, log_unless, positive_int
 from hiera.errors import BadInputError, HieraError
 from hiera.spec import add_set_option
 
@@ -82,7 +82,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         device=args.device,
         progress=not args.quiet,
         defaults=defaults or None,
-        shards=args.shards,
+        shards=args.shards or 0,
         engine=args.engine,
         ray_address=args.ray_address,
         workers=args.workers,
@@ -127,7 +127,7 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--batch-size", type=int, default=None,
                     help="texts per encoder call (default: 32 on a CPU, 1024 on a GPU)")
     add_device_option(sp)
-    sp.add_argument("--shards", type=int, default=0, metavar="N",
+    sp.add_argument("--shards", type=positive_int, default=None, metavar="N",
                     help="split the index into N shards of contiguous documents (searches return the same results)")
     sp.add_argument("--engine", choices=["local", "ray"], default="local",
                     help="sharded builds: in this process, or as Ray tasks with Ray Data encoding (pip install 'hiera[ray]')")

@@ -112,6 +112,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from hiera.retrieve.rerank import RerankRetriever
 
         reranker = Reranker(args.rerank, device=placement.device)
+    for n in names:  # a method this build cannot serve is refused before any other has run
+        col.check_method(n)
     runs = {}
     for n in names:
         t = time.perf_counter()
@@ -162,6 +164,8 @@ def _eval_sets(args: argparse.Namespace, names: list[str], params: dict[str, dic
                           dense_search=args.dense_search)
     queries = load_set_queries(args.questions, limit=args.limit, require_docs=True)
     log = _log if not args.quiet else (lambda m: None)
+    for n in names:  # a method this build cannot serve is refused before any other has run
+        col.check_method(n)
     runs = {}
     for n in names:
         t = time.perf_counter()
