@@ -212,7 +212,8 @@ def _check_builds_dir(root: Path, c: Checks) -> None:
         c.ok("builds", f"earlier builds kept while a process still has them open (a later write removes them): "
                        f"{', '.join(held[:5])}")
     if unused:
-        c.warn("builds", f"builds not in use (a build killed after its swap; the next build removes them): {', '.join(unused[:5])}")
+        c.warn("builds", "builds not in use (kept for a reader that has since let go, or left by a writer killed "
+                         f"after its swap; the next change removes them): {', '.join(unused[:5])}")
     orphans = sorted(
         p.name for p in builds.glob(f"*{TUNED_SUFFIX}") if not (builds / p.name[: -len(TUNED_SUFFIX)]).is_dir()
     )
