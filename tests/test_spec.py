@@ -134,8 +134,10 @@ def test_endpoint_urls_are_urls_and_never_request_parameters() -> None:
         p = method(name).param(param)
         assert p.type == "url" and not p.http
         assert p.parse(" https://host/v1 ") == "https://host/v1"
-        with pytest.raises(BadInputError, match="must be an http"):
-            p.parse("/srv/parser")
+        assert p.parse("HTTP://Host:9/v1") == "HTTP://Host:9/v1"  # the scheme in any case, as urllib takes it
+        for bad in ("/srv/parser", "http://", "ftp://host/v1"):
+            with pytest.raises(BadInputError, match="must be an http"):
+                p.parse(bad)
 
 
 def test_assignments_apply_to_every_listed_method_that_has_the_parameter() -> None:

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from hiera.errors import BadInputError
+from hiera.spec import check_url as spec_check_url
 
 MAX_REPLY_BYTES = 1_000_000
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -36,10 +36,9 @@ def chat_url(url: str) -> str:
 
 
 def check_url(url: str, setting: str) -> str:
-    """``url`` when it is http(s), else a one-line :class:`BadInputError` naming the ``setting``."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise BadInputError(f"{setting} must be an http(s) URL, got {url!r}")
-    return url
+    """``url`` when it is an http(s) URL with a host, else a one-line error naming ``setting``
+    (:func:`hiera.spec.check_url`, the registry's check of every URL parameter)."""
+    return spec_check_url(url, setting)
 
 
 def complete(url: str, body: dict[str, Any], timeout: float) -> str:

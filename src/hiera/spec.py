@@ -84,8 +84,8 @@ class Param:
                 raise BadInputError(f"{where} must be <= {_num(self.max)}")
         if self.type in ("str", "path", "url") and not v:
             raise BadInputError(f"{where} must not be empty")
-        if self.type == "url" and not v.lower().startswith(("http://", "https://")):
-            raise BadInputError(f"{where} must be {self.describe_type()}")
+        if self.type == "url":
+            check_url(v, where)
         return v
 
     def _convert(self, value: Any) -> Any:
@@ -134,7 +134,7 @@ class Param:
             "bool": "true or false",
             "str": "a non-empty string" if self.choices is None else f"one of {', '.join(self.choices)}",
             "path": "a directory path",
-            "url": "an http(s) URL",
+            "url": "an http(s) URL with a host",
         }[self.type]
 
     def to_json(self, default: Any = None) -> dict[str, Any]:
@@ -559,6 +559,20 @@ def all_params() -> dict[str, Param]:
         for p in s.params:
             out.setdefault(p.name, p)
     return out
+
+
+def check_url(url: str, setting: str) -> str:
+    """``url`` when it is an http(s) URL with a host (the scheme in any case), else a one-line
+    :class:`BadInputError` naming the ``setting``: the one check of every endpoint URL hiera takes."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise BadInputError(f"{setting} must be an http(s) URL with a host, got {url!r}")
+    return url
 
 
 def parse_assignments(items: Iterable[str] | None, names: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -269,7 +269,7 @@ def test_the_api_returns_the_trace_and_refuses_a_decomposer_url(sample: tuple[Pa
         assert linked and all(e["doc_id"] and e["sources"] for e in linked)
         # a URL the server would call is a server-side setting, never a request parameter
         r = client.get("/search", params={"q": q, "retriever": "linking", "decomposer_url": "http://127.0.0.1:1/v1"})
-        assert r.status_code == 422 and "server-side setting" in r.json()["detail"]
+        assert r.status_code == 422 and "server-side setting (a URL)" in r.json()["detail"]
 
 
 def test_search_decomposer_url_flag(sample: tuple[Path, list[dict]], capsys: pytest.CaptureFixture[str]) -> None:

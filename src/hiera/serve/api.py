@@ -51,6 +51,7 @@ from hiera.serve.guard import API_KEY_ENV, MAX_BODY_BYTES, MAX_PENDING_SEARCHES,
 from hiera.serve.params import (
     READER_SERVER_SIDE,
     SERVER_SIDE,
+    SERVER_SIDE_TYPE,
     method_parameters,
     query_names,
     reader_parameters,
@@ -229,9 +230,10 @@ def create_app(
             raise _unprocessable(f"the query is {len(q)} characters long; the limit is {MAX_QUERY_CHARS}")
         refused = sorted(set(request.query_params) & SERVER_SIDE)
         if refused:
+            what, value = ("a URL", "URL") if SERVER_SIDE_TYPE.get(refused[0]) == "url" else ("a directory", "PATH")
             raise _unprocessable(
-                f"{', '.join(refused)}: a server-side setting (a directory), not a request parameter; "
-                f"set it with `hiera build DIR --set METHOD.{refused[0]}=PATH` and restart or rebuild"
+                f"{', '.join(refused)}: a server-side setting ({what}), not a request parameter; "
+                f"set it with `hiera build DIR --set METHOD.{refused[0]}={value}` and restart or rebuild"
             )
         unknown = sorted(set(request.query_params) - accepted)
         if unknown:

@@ -27,6 +27,7 @@ _PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": s
 
 # registry parameters a request may not set (model directories): named so that sending one is a clear 422
 SERVER_SIDE = frozenset(name for p in all_params().values() if not p.http for name in (p.name, *p.aliases))
+SERVER_SIDE_TYPE = {name: p.type for p in all_params().values() if not p.http for name in (p.name, *p.aliases)}
 READER_SERVER_SIDE = frozenset(p.name for s in READERS.values() for p in s.params if not p.http)
 
 
