@@ -142,3 +142,16 @@ def test_a_method_a_sharded_build_cannot_serve_is_refused_before_any_runs(squad_
     err = capsys.readouterr().err
     assert rc == 2 and "'linking' is not served on a sharded build" in err
     assert "bm25:" not in err and not (tmp_path / "out" / "results.json").exists()  # bm25 never ran
+
+
+def test_a_staging_folder_is_cleared_only_when_its_run_is_gone(squad_tiny, tmp_path: Path, capsys) -> None:
+    """A run killed while writing leaves a hidden folder the next run clears; one of a run still writing stays."""
+    import os
+
+    root, qfile = squad_tiny
+    out = tmp_path / "out"
+    (out / f".hiera-eval-{os.getpid()}-alive").mkdir(parents=True)
+    (out / ".hiera-eval-999999999-dead").mkdir()
+    assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
+                 "--ks", "1", "--latency-sample", "0", "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.glob(".hiera-eval-*")) == [f".hiera-eval-{os.getpid()}-alive"]

@@ -232,8 +232,9 @@ def _write_outputs(
     this one did not write are removed, so every file there describes this run (nothing else is touched).
 
     Every file is written into a hidden folder inside ``out`` first and moved into place by rename once all are
-    whole, ``run.json`` last: a kill or a full disk while writing leaves the earlier run's files as they were,
-    never a mix of two runs."""
+    whole, ``run.json`` last: a kill or a full disk while writing leaves the earlier run's files as they were.
+    Only the moves themselves (a few renames) can be cut short, and then ``run.json`` still names the earlier
+    run and the error says how far they got."""
     import shutil
     import tempfile
 
@@ -241,11 +242,13 @@ def _write_outputs(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for left in out.glob(f"{STAGING}*"):  # a run killed while writing
-            shutil.rmtree(left, ignore_errors=True)
-        stage = Path(tempfile.mkdtemp(prefix=STAGING, dir=out))
+        for left in out.glob(f"{STAGING}*"):  # a run killed while writing; another run's that is alive stays
+            if not _alive(left.name[len(STAGING):].split("-")[0]):
+                shutil.rmtree(left, ignore_errors=True)
+        stage = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=out))
     except OSError as e:
         raise HieraError(f"cannot write the results to {out} ({e.strerror})") from None
+    moved = 0
     try:
         earlier = _listed_files(out)
         (stage / "results.md").write_text(markdown + "\n", encoding="utf-8")
@@ -253,18 +256,32 @@ def _write_outputs(
         write_json_atomic(stage / "params.json", {n: _jsonable(r.params) for n, r in runs.items()})
         written = [p.name for p in runs_files(stage)]
         write_json_atomic(stage / "run.json", {**run, "files": written})
-        for name in (*written, "results.md", "results.json", "params.json", "run.json"):
+        for name in (*written, "results.md", "results.json", "params.json"):
             os.replace(stage / name, out / name)
+            moved += 1
+        stale = sorted(earlier - set(written))
+        for name in stale:
+            (out / name).unlink(missing_ok=True)
+        os.replace(stage / "run.json", out / "run.json")  # last: it says which run the files there are
     except OSError as e:
-        raise HieraError(f"could not write the results to {out} ({e.strerror}); the files there are "
-                         "the earlier run's") from None
+        where = ("the files there are the earlier run's" if not moved else
+                 f"{moved} of its files were moved in before it; run.json still describes the earlier run")
+        raise HieraError(f"could not write the results to {out} ({e.strerror}); {where}") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    stale = sorted(earlier - set(written))
-    for name in stale:
-        (out / name).unlink(missing_ok=True)
     gone = f"; removed the earlier run's {', '.join(stale)}" if stale else ""
     _log(f"wrote {out}/results.md, results.json, params.json, run.json, {', '.join(written)}{gone}")
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process that made a staging folder still runs (an unreadable name counts as gone)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _listed_files(out: Path) -> set[str]:
