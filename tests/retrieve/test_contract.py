@@ -287,3 +287,13 @@ def test_a_stage_that_missed_a_hit_says_so(col: Collection) -> None:
         assert f"{name} not in its list" in h.reason() and "(#0)" not in h.reason()
     ranked = [(h, name, s) for h in res for name, s in h.stages.items() if s.rank > 0]
     assert all(f"{name} {s.score:.3f} (#{s.rank})" in h.reason() for h, name, s in ranked)
+
+
+def test_provenance_of_a_method_whose_dense_part_the_build_lacks(bm25_root) -> None:
+    """``sets`` uses dense candidates when the build has vectors; on a BM25-only build it names BM25 alone."""
+    from hiera.builds import open_collection
+
+    col = open_collection(bm25_root)
+    res = get_retriever("sets", col).search("volcanoes and chess", k=3)
+    where = {s.name: s.detail for s in res.trace}["answered-by"]
+    assert "dense_search" not in where and where["index"] == {"doc": "bm25"}, where

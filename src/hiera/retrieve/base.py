@@ -143,7 +143,7 @@ class BaseRetriever:
         placement = self.col.placement
         out: dict[str, Any] = {"device": placement.device}
         ran_passage_stage = self.uses_passage_stage and any(s.name == "passage-stage" for s in trace)
-        if self.uses_dense:
+        if self.uses_dense and self.col.faiss_types:  # a method that uses dense vectors when the build has them
             out.update(dense_search=placement.dense_search, index=dict(self.col.faiss_types))
         elif self.uses_passage_stage:  # hierarchical BM25: documents by BM25, then BM25 over their passages
             out["index"] = {"doc": "bm25", **({"passage": "bm25"} if ran_passage_stage else {})}
