@@ -376,12 +376,18 @@ def test_a_model_path_set_at_build_is_saved_absolute(col_copy: Path, tmp_path: P
     """A relative directory given to ``build --set`` names the same directory for a search started elsewhere;
     a URL is left as given."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "models" / "sets").mkdir(parents=True)
+    (tmp_path / "home" / "heads").mkdir(parents=True)
     defaults = {"sets": {"classifier": "models/sets", "parser_url": "http://127.0.0.1:9/v1", "candidates": 7},
                 "fetchhr": {"model": "~/heads"}}
     m = build(col_copy, BuildOptions(progress=False, dense=False, defaults=defaults), log=helpers.QUIET)
     assert m.defaults["sets"] == {"classifier": str(tmp_path / "models" / "sets"),
                                   "parser_url": "http://127.0.0.1:9/v1", "candidates": 7}
-    assert m.defaults["fetchhr"] == {"model": str(Path.home() / "heads")}
+    assert m.defaults["fetchhr"] == {"model": str(tmp_path / "home" / "heads")}
+    with pytest.raises(BadInputError, match="no directory at"):  # a typo is refused now, not at every search
+        build(col_copy, BuildOptions(progress=False, dense=False, defaults={"sets": {"classifier": "modles/sets"}}),
+              log=helpers.QUIET)
 
 
 def test_manifest_with_unknown_defaults_is_refused(col_copy: Path) -> None:

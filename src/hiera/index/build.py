@@ -81,9 +81,14 @@ def absolute_paths(defaults: dict[str, dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for name, params in defaults.items():
         spec = method(name)
-        out[name] = {k: (str(Path(v).expanduser().resolve()) if (p := spec.param(k)) is not None and p.type == "path"
-                         and isinstance(v, str) else v)
-                     for k, v in params.items()}
+        out[name] = {}
+        for k, v in params.items():
+            p = spec.param(k)
+            if p is not None and p.type == "path" and isinstance(v, str):
+                v = str(Path(v).expanduser().resolve())
+                if not Path(v).is_dir():  # saved, it would fail every search made from the build
+                    raise BadInputError(f"--set {name}.{k}={params[k]}: no directory at {v}")
+            out[name][k] = v
     return out
 
 
