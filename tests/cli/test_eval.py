@@ -155,3 +155,30 @@ def test_a_staging_folder_is_cleared_only_when_its_run_is_gone(squad_tiny, tmp_p
     assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
                  "--ks", "1", "--latency-sample", "0", "--out", str(out), "--quiet"]) == 0
     assert sorted(p.name for p in out.glob(".hiera-eval-*")) == [f".hiera-eval-{os.getpid()}-alive"]
+
+
+def test_an_evaluation_stopped_by_another_writer_says_why(squad_tiny, tmp_path: Path, capsys,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A removal committed while it runs would mix two collections in one comparison: refused, saying so."""
+    import shutil
+
+    import hiera.builds as builds
+    from hiera.builds import remove_documents
+    from hiera.corpus.store import CorpusStore
+
+    root, qfile = squad_tiny
+    copy = tmp_path / "col"
+    shutil.copytree(root, copy, symlinks=True)
+    victim = next(iter(CorpusStore(copy).iter_docs())).id
+    real_open = builds.open_collection
+
+    def open_then_another_writer_removes(*a, **k):
+        col = real_open(*a, **k)
+        remove_documents(copy, [victim], log=helpers.QUIET, compact_at=1.0, progress=False)
+        return col
+
+    monkeypatch.setattr(builds, "open_collection", open_then_another_writer_removes)
+    rc = main(["eval", str(copy), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
+               "--ks", "1,5", "--latency-sample", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and "the evaluation stopped at bm25: another process removed documents" in err[-1]

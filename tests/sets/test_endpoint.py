@@ -127,6 +127,14 @@ def test_the_sets_method_uses_the_endpoint_and_traces_a_fallback(chat: helpers.F
     assert parse["fallback"] is True and parse["fallback_from"] == "endpoint"
 
 
+def test_the_text_output_of_a_sets_search_says_the_endpoint_failed(chat: helpers.FakeChat, shared_root: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", str(shared_root), QUERY, "-r", "sets", "-k", "3", "--set", "parser=endpoint",
+                 "--set", f"parser_url={chat.url}/error/v1"]) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 1 and "HTTP 500" in notes[0] and "used the rules parser" in notes[0]
+
+
 def test_cli_parse_with_the_endpoint_and_explain(chat: helpers.FakeChat, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sets", "parse", "--parser", "endpoint", "--parser-url", f"{chat.url}/good/v1", "--json", QUERY]) == 0
     data = json.loads(capsys.readouterr().out)

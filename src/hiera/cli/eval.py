@@ -41,6 +41,7 @@ def _log(msg: str) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
+    from hiera.errors import CollectionChangedError
     from hiera.eval.questions import load_questions
     from hiera.eval.run import (
         evaluate_retriever,
@@ -120,10 +121,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         r = get_retriever(n, col, **params[n])
         if reranker is not None:
             r = RerankRetriever(r, reranker, depth=args.rerank_depth)
-        runs[r.name] = evaluate_retriever(
-            col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample,
-            filter=args.filter,
-        )
+        try:
+            runs[r.name] = evaluate_retriever(
+                col, r.name, questions, ks, retriever=r, progress=not args.quiet, latency_sample=args.latency_sample,
+                filter=args.filter,
+            )
+        except CollectionChangedError:  # searching on would mix two collections in one comparison
+            raise CollectionChangedError(
+                f"the evaluation stopped at {r.name}: another process removed documents from {args.index} while it "
+                "ran, and its figures would mix two collections; run it again once no writer is changing it"
+            ) from None
         if reader is not None and runs[r.name].passage_runs:
             from hiera.eval.read import read_runs
 

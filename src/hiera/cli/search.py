@@ -101,8 +101,11 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
     print("params: " + ", ".join(f"{k}={v}" for k, v in res.params.items()))
     members = res.answer_set
     if members is not None:  # a set query: which hits are the answer, and the sentence that says so
-        expr = next((s.detail.get("expression") for s in res.trace if s.name == "parse"), None)
+        parse = next((s.detail for s in res.trace if s.name == "parse"), {})
+        expr = parse.get("expression")
         print(f"answer set: {len(members)} member{'s' if len(members) != 1 else ''}" + (f" of {expr}" if expr else ""))
+        if parse.get("fallback_from"):  # the parser asked for failed: say so here, not only in --json
+            print(f"note: {parse['notes'][0] if parse.get('notes') else 'the ' + parse['fallback_from'] + ' parser failed'}")
     for h in res:
         mark = "" if members is None else ("  ∈ answer set" if h.doc_id in members else "  (not a member)")
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]{mark}")
