@@ -8,7 +8,7 @@ feature rooms are independent), so the transport lives here, below both. The
 standard library's ``urllib`` is the client: no extra dependency, and a
 test's local fake server is all it needs. A URL is a server-side setting
 (a request must not make the server call arbitrary addresses); callers check
-it with :func:`check_url`.
+it with :func:`hiera.spec.check_url`, the registry's check of every URL parameter.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import re
 import urllib.error
 import urllib.request
 from typing import Any
-
-from hiera.spec import check_url as spec_check_url
 
 MAX_REPLY_BYTES = 1_000_000
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -35,12 +33,6 @@ def chat_url(url: str) -> str:
     return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
-def check_url(url: str, setting: str) -> str:
-    """``url`` when it is an http(s) URL with a host, else a one-line error naming ``setting``
-    (:func:`hiera.spec.check_url`, the registry's check of every URL parameter)."""
-    return spec_check_url(url, setting)
-
-
 def complete(url: str, body: dict[str, Any], timeout: float) -> str:
     """POST ``body`` to ``url`` and return ``choices[0].message.content``.
 
@@ -50,7 +42,7 @@ def complete(url: str, body: dict[str, Any], timeout: float) -> str:
     """
     data = json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only (check_url)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only (spec.check_url)
         raw = resp.read(MAX_REPLY_BYTES + 1)
     if len(raw) > MAX_REPLY_BYTES:
         raise ChatError(f"the reply is larger than {MAX_REPLY_BYTES} bytes")

@@ -23,7 +23,6 @@ from hiera.chat import (
     MAX_REPLY_BYTES,
     ChatError,
     chat_url,
-    check_url,
     complete,
     failure,
     reply_json,
@@ -31,6 +30,7 @@ from hiera.chat import (
 from hiera.errors import BadInputError
 from hiera.link.decompose import Decomposer, Decomposition, get_decomposer
 from hiera.link.nlp import SpacyModel
+from hiera.spec import check_url
 
 __all__ = ["MAX_REPLY_BYTES", "SETS", "EndpointDecomposer", "EndpointError", "chat_url", "parse_sets"]
 

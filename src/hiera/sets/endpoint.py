@@ -21,11 +21,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hiera.chat import FAILURES, ChatError, chat_url, check_url, complete, failure, reply_json
+from hiera.chat import FAILURES, ChatError, chat_url, complete, failure, reply_json
 from hiera.errors import BadInputError
 from hiera.sets.expr import QUEST_TEMPLATES, Atom, from_template
 from hiera.sets.nounphrase import RuleUse
 from hiera.sets.result import ParseResult, SetParser
+from hiera.spec import check_url
 
 MAX_ATOM_CHARS = 200
 SCHEMA: dict[str, Any] = {
