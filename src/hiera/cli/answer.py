@@ -13,13 +13,12 @@ import argparse
 import json
 from typing import Any
 
-from hiera.cli.common import AddCommand, add_device_option
+from hiera.cli.common import AddCommand, add_device_option, once_more_if_changed
 from hiera.cli.search import trace_lines
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
-    from hiera.errors import CollectionChangedError
     from hiera.index.exact import resolve_placement
     from hiera.read.pipeline import answer
     from hiera.read.reader import Reader
@@ -44,10 +43,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
                       search_params={**search_params[args.retriever], **({"filter": args.filter} if args.filter else {})},
                       read_params=read_params, sep=col.store.title_sep)
 
-    try:
-        out = answered()
-    except CollectionChangedError:  # another process removed what it found: once more, on the build now live
-        out = answered()
+    out = once_more_if_changed(answered)
     if args.json:
         print(json.dumps(out.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,6 +62,20 @@ def add_device_option(sp: argparse.ArgumentParser, search: bool = False) -> None
         sp.add_argument("--device", default="auto", type=_device, metavar="{auto,cpu,cuda}",
                         help="where the models run: cuda (float16 inference, mixed-precision training), cpu; "
                              "auto: cuda when torch sees a GPU, else cpu")
+
+
+T = TypeVar("T")
+
+
+def once_more_if_changed(run: Callable[[], T]) -> T:
+    """``run()``, and once more when another process removed what it found while it ran: the second opens the
+    build live by then, as ``hiera serve`` searches again (:class:`~hiera.errors.CollectionChangedError`)."""
+    from hiera.errors import CollectionChangedError
+
+    try:
+        return run()
+    except CollectionChangedError:
+        return run()
 
 
 def positive_int(text: str) -> int:

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hiera.cli.common import AddCommand, add_device_option, print_json
+from hiera.cli.common import AddCommand, add_device_option, once_more_if_changed, print_json
 from hiera.spec import add_set_option
 
 if TYPE_CHECKING:
@@ -62,7 +62,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace, nlp: Any) -> int:
     from hiera.builds import open_collection
-    from hiera.errors import CollectionChangedError
     from hiera.retrieve import get_retriever
     from hiera.spec import parse_assignments
 
@@ -87,10 +86,7 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
                                         depth=args.rerank_depth)
         return retriever.search(args.query, k=args.k, level=args.level, filter=args.filter, **params)
 
-    try:
-        res = searched()
-    except CollectionChangedError:  # another process removed what it found: once more, on the build now live
-        res = searched()
+    res = once_more_if_changed(searched)
     if args.json:
         print_json(res.to_dict())
         return 0
@@ -104,8 +100,8 @@ def _search(args: argparse.Namespace, nlp: Any) -> int:
         parse = next((s.detail for s in res.trace if s.name == "parse"), {})
         expr = parse.get("expression")
         print(f"answer set: {len(members)} member{'s' if len(members) != 1 else ''}" + (f" of {expr}" if expr else ""))
-        if parse.get("fallback_from"):  # the parser asked for failed: say so here, not only in --json
-            print(f"note: {parse['notes'][0] if parse.get('notes') else 'the ' + parse['fallback_from'] + ' parser failed'}")
+        if parse.get("fallback_from"):  # the parser asked for failed (its first note says why): here, not only in --json
+            print(f"note: {parse['notes'][0]}")
     for h in res:
         mark = "" if members is None else ("  ∈ answer set" if h.doc_id in members else "  (not a member)")
         print(f"\n{h.rank:>3}. {h.breadcrumb()}    [{h.score:.4f}]{mark}")

@@ -63,10 +63,6 @@ def questions_without_gold(col: Any, questions: Sequence[Question]) -> int:
     return sum(1 for q in questions if q.gold_docs and not any(held(g) for g in q.gold_docs))
 
 
-def has_qrels_of(questions: Sequence[Question]) -> bool:
-    return any(q.qrels for q in questions)
-
-
 def questions_without_relevant(questions: Sequence[Question]) -> int:
     """How many questions are judged but have no relevant document (every judgement 0): the ranking metrics and
     ``doc_top{k}`` leave them out of their means (a query nothing answers measures no retriever), so they are
@@ -104,12 +100,12 @@ def evaluate_retriever(
     r = retriever or get_retriever(name, col, **(params or {}))
     fkw = {"filter": filter} if filter else {}
     kmax = max(ks)
-    kdoc = max(kmax, RANKING_DEPTH if has_qrels_of(questions) else ALL_GOLD_DEPTH)  # the depth @10/@100 name
     run = RetrieverRun(name=name, params=dict(getattr(r, "defaults", {})))
     texts = [q.text for q in questions]
     has_answers = any(q.answers for q in questions)
     has_docs = any(q.gold_docs for q in questions)
     has_qrels = any(q.qrels for q in questions)
+    kdoc = max(kmax, RANKING_DEPTH if has_qrels else ALL_GOLD_DEPTH)  # the depth @10/@100 name
     bar = tqdm(total=len(texts), desc=f"eval {name}", unit="q", disable=not progress, leave=False)
     for chunk in _batches(texts, batch_size):
         if "passage" in r.levels and has_answers:

@@ -26,8 +26,8 @@ from hiera.spec import MAX_QUERY_CHARS, METHODS, READERS, Param, all_params
 _PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str, "path": str, "url": str}
 
 # registry parameters a request may not set (model directories): named so that sending one is a clear 422
-SERVER_SIDE = frozenset(name for p in all_params().values() if not p.http for name in (p.name, *p.aliases))
 SERVER_SIDE_TYPE = {name: p.type for p in all_params().values() if not p.http for name in (p.name, *p.aliases)}
+SERVER_SIDE = frozenset(SERVER_SIDE_TYPE)
 READER_SERVER_SIDE = frozenset(p.name for s in READERS.values() for p in s.params if not p.http)
 
 
