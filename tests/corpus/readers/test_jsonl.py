@@ -57,7 +57,6 @@ def test_generic_jsonl_paragraphs_and_metadata(tmp_path: Path):
         {"id": 7, "title": " Seven ", "text": "First para\nsoft wrap.\n\n\nSecond para.", "url": "http://x"},
         {"id": "b", "title": "Bee", "text": ""},
         {"id": "c", "title": "Sea", "text": "Salt.", "source": "wikipedia", "year": 2019},
-        {"id": "d", "title": "Dee", "text": "River.", "source": 3},
     ]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n\n", encoding="utf-8")
     docs = list(read_jsonl(path))
@@ -66,7 +65,16 @@ def test_generic_jsonl_paragraphs_and_metadata(tmp_path: Path):
     assert docs[0].metadata == {"url": "http://x", "source": "jsonl"}
     assert docs[1].lead == []
     assert docs[2].metadata == {"source": "wikipedia", "year": 2019}  # the record's own source is kept
-    assert docs[3].metadata == {"source": "jsonl"}
+
+
+@pytest.mark.parametrize("source", [3, ["a", "b"], "  "])
+def test_jsonl_source_must_be_a_string(tmp_path: Path, source):
+    """A source a filter could never match is a bad line, not a silent 'jsonl'."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"id": "d", "title": "Dee", "text": "River.", "source": source}) + "\n")
+    bad: list[BadRecordError] = []
+    assert list(read_jsonl(path, on_bad=bad.append)) == []
+    assert len(bad) == 1 and "'source' must be a non-empty string" in str(bad[0]) and "line 1" in str(bad[0])
 
 
 def test_beir_empty_title_uses_id(tmp_path: Path):

@@ -114,13 +114,18 @@ def _plain_record(record: dict[str, Any]) -> Document:
     if not isinstance(title, str) or not title.strip():
         raise ValueError("missing or empty 'title'")
     text = _text(record)
+    source = record.get("source")
+    if source is None:
+        source = "jsonl"
+    elif not isinstance(source, str) or not source.strip():
+        # a filter's ``source = wikipedia`` matches strings only: a number or list here would vanish silently
+        raise ValueError("'source' must be a non-empty string when given")
     metadata: dict[str, Any] = {
         k: v
         for k, v in record.items()
         if k not in ("id", "title", "text") and isinstance(v, str | int | float | bool)
     }
-    if not isinstance(metadata.get("source"), str) or not metadata["source"].strip():
-        metadata["source"] = "jsonl"  # a record's own source (a filter's ``source = wikipedia``) is kept
+    metadata["source"] = source.strip()
     return Document(
         id=doc_id, title=" ".join(title.split()), lead=blank_line_paragraphs(text), metadata=metadata
     )
