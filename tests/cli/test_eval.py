@@ -76,15 +76,21 @@ def test_questions_whose_gold_the_collection_lacks_are_noted_and_recorded(squad_
     stray = {"title": "An_article_not_ingested", "paragraphs": [{"context": "Nothing here is indexed.", "qas": [
         {"id": "stray", "question": "What is not indexed?", "answers": [{"text": "Nothing", "answer_start": 0}]}]}]}
     data["data"].append(stray)
+    # a SQuAD 2.0 question with no answer is left out, and the note says how many were
+    data["data"][0]["paragraphs"][0]["qas"].append({"id": "none", "question": "What is unanswerable?",
+                                                    "answers": [], "is_impossible": True})
     mixed = tmp_path / "mixed.json"
     mixed.write_text(json.dumps(data))
-    n = sum(len(p["qas"]) for a in data["data"] for p in a["paragraphs"])
+    n = sum(len(p["qas"]) for a in data["data"] for p in a["paragraphs"]) - 1
     out = tmp_path / "out"
     rc = main(["eval", str(root), "--questions", str(mixed), "--format", "squad", "--retrievers", "bm25",
                "--ks", "1", "--latency-sample", "0", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 0 and f"note: 1 of {n} questions name gold documents {root} does not hold" in err
-    assert json.loads((out / "run.json").read_text())["questions_without_gold"] == 1
+    assert f"note: 1 SQuAD 2.0 questions of {mixed} are unanswerable (is_impossible) and are left out; the " \
+           f"figures cover the {n} answerable questions evaluated" in err
+    record = json.loads((out / "run.json").read_text())
+    assert record["questions_without_gold"] == 1 and record["questions_unanswerable_left_out"] == 1
 
 
 def test_out_keeps_only_this_runs_files(squad_tiny, tmp_path: Path, capsys) -> None:

@@ -42,7 +42,7 @@ def _log(msg: str) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from hiera.builds import open_collection
     from hiera.errors import CollectionChangedError
-    from hiera.eval.questions import load_questions
+    from hiera.eval.questions import load_questions, squad_unanswerable
     from hiera.eval.run import (
         evaluate_retriever,
         markdown_table,
@@ -103,6 +103,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if absent:
         _log(f"note: {absent} of {len(questions)} questions name gold documents {args.index} does not hold; "
              "every retriever misses them (is this the collection the questions were written for?)")
+    unanswerable = squad_unanswerable(args.questions) if args.format == "squad" else 0
+    if unanswerable:
+        _log(f"note: {unanswerable} SQuAD 2.0 questions of {args.questions} are unanswerable (is_impossible) and are "
+             f"left out; the figures cover the {len(questions)} answerable questions evaluated")
     unjudged = questions_without_relevant(questions)
     if unjudged:
         _log(f"note: {unjudged} of {len(questions)} questions are judged with no relevant document; the document "
@@ -149,7 +153,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         _write_outputs(Path(args.out), runs, result, markdown_table(runs), runs_files,
                        {**_run_record(args, col, len(questions), ks), "questions_without_gold": absent,
-                        "questions_without_relevant": unjudged})
+                        "questions_without_relevant": unjudged,
+                        "questions_unanswerable_left_out": unanswerable})
     if args.json:
         print(json.dumps(result, indent=2))
     else:

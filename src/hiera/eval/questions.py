@@ -240,8 +240,26 @@ def _iter_squad(path: Path, rules: PassageRules | None) -> Iterator[Question]:
 
 
 def load_squad(path: Path, limit: int | None = None, rules: PassageRules | None = None) -> list[Question]:
-    """SQuAD v1.1 JSON; ``rules`` must be the passage rules the corpus was built with."""
+    """SQuAD v1.1 JSON; ``rules`` must be the passage rules the corpus was built with.
+
+    SQuAD 2.0's unanswerable questions are left out (:func:`squad_unanswerable` counts them).
+    """
     return list(islice(_iter_squad(path, rules), limit))
+
+
+def squad_unanswerable(path: str | Path) -> int:
+    """How many SQuAD 2.0 questions of ``path`` are marked ``is_impossible``.
+
+    They have no answer to retrieve, so the loader leaves them out; a caller
+    says how many, so a SQuAD 2.0 figure is not read as covering the file.
+    """
+    return sum(
+        1
+        for art in load_squad_articles(Path(path))
+        for para in art["paragraphs"]
+        for qa in para.get("qas") or []
+        if isinstance(qa, dict) and qa.get("is_impossible")
+    )
 
 
 # --- BEIR -----------------------------------------------------------------------------
