@@ -109,6 +109,17 @@ class TestRealFiles:
         with pytest.raises(BadInputError, match="query id '1' is repeated"):
             load_questions(tmp_path, "beir")
 
+    def test_a_beir_judgement_given_twice_must_agree(self, tmp_path: Path) -> None:
+        (tmp_path / "qrels").mkdir()
+        qrels = tmp_path / "qrels" / "test.tsv"
+        (tmp_path / "queries.jsonl").write_text('{"_id": "1", "text": "a"}\n', encoding="utf-8")
+        qrels.write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n1\td1\t1\n", encoding="utf-8")
+        (q,) = load_questions(tmp_path, "beir")  # a repeated row that agrees changes nothing
+        assert q.qrels == {"d1": 1, "d2": 0} and q.gold_docs == {"d1"}
+        qrels.write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n1\td1\t0\n", encoding="utf-8")
+        with pytest.raises(BadRecordError, match=r"line 4: query '1' judges 'd1' again, 0 after 1"):
+            load_questions(tmp_path, "beir")
+
     def test_hotpotqa_gold_docs_are_pool_ids(self, data_dir: Path) -> None:
         qs = load_questions(data_dir / "hotpotqa" / "dev_subsampled.public250.jsonl", "hotpotqa")
         assert all(len(q.gold_docs) == 2 for q in qs)  # (one question per record: the zip below is strict)

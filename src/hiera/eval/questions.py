@@ -290,7 +290,14 @@ def load_beir(path: Path, limit: int | None = None, split: str = "test") -> list
             raise BadRecordError(
                 str(qrels_path), f"line {n}", f"score {row[2]!r} is not an integer"
             ) from None
-        qrels.setdefault(row[0].strip(), {})[row[1].strip()] = score
+        judged = qrels.setdefault(row[0].strip(), {})
+        doc = row[1].strip()
+        if judged.get(doc, score) != score:  # which grade counts would depend on the tool reading the file
+            raise BadRecordError(
+                str(qrels_path), f"line {n}",
+                f"query {row[0].strip()!r} judges {doc!r} again, {score} after {judged[doc]}",
+            )
+        judged[doc] = score
     if not qrels:
         raise BadInputError(f"{qrels_path}: no judgements")
     out: list[Question] = []
