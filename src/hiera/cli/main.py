@@ -54,7 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+INTERRUPTED = ("hiera: interrupted (what was done is kept: encodings in the embedding cache, a training's "
+               "checkpoints in OUT.work; rerun the command to resume)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # also while the parser is built or a handler imports torch
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from hiera.models import passive_threads
 
     passive_threads()  # before torch or FAISS loads (lazily, in the handlers)
@@ -86,10 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"hiera: error: a SQLite database is damaged or unreadable ({e}); run `hiera check DIR`", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("hiera: interrupted (what was done is kept: encodings in the embedding cache, a training's checkpoints "
-              "in OUT.work; rerun the command to resume)", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return _reader_gone()
 
