@@ -13,7 +13,7 @@ from hiera.cli import main
 from hiera.corpus.ingest import ingest
 from hiera.corpus.readers import FORMATS
 from hiera.corpus.store import STORE_FILE, CorpusStore
-from hiera.errors import BadInputError, BadRecordError, UnknownFormatError
+from hiera.errors import BadInputError, BadRecordError, IndexMissingError, UnknownFormatError
 
 
 def _sha(path: Path) -> str:
@@ -126,6 +126,40 @@ def test_failed_first_ingest_into_an_existing_directory_keeps_its_files(tmp_path
         ingest([bad], "hiera-jsonl", root, progress=False)
     assert (root / "notes.txt").read_text(encoding="utf-8") == "keep me"
     assert not (root / STORE_FILE).exists()
+
+
+_KILLED_MIDWAY = """
+import os, signal, sys
+from pathlib import Path
+import hiera.corpus.ingest as ingest_module
+from hiera.corpus.readers.jsonl import read_hiera_jsonl
+
+def dies_after_two(path, on_bad):
+    for n, doc in enumerate(read_hiera_jsonl(path, on_bad)):
+        if n == 2:
+            os.kill(os.getpid(), signal.SIGKILL)  # no cleanup runs: as a kill -9 or the OOM killer
+        yield doc
+
+ingest_module.get_reader = lambda fmt: dies_after_two
+ingest_module.ingest([sys.argv[1]], "hiera-jsonl", sys.argv[2], progress=False)
+"""
+
+
+def test_a_first_ingest_killed_outright_leaves_no_collection(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    src = helpers.write_jsonl(tmp_path / "d.jsonl", helpers.make_docs())
+    root = tmp_path / "fresh"
+    proc = subprocess.run([sys.executable, "-c", _KILLED_MIDWAY, str(src), str(root)], timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert root.is_dir() and not (root / STORE_FILE).exists()  # no empty collection that looks valid
+    with pytest.raises(IndexMissingError, match="is not a hiera collection"):
+        CorpusStore(root)
+    report = ingest([src], "hiera-jsonl", root, progress=False)  # a rerun starts afresh and clears the leftover
+    assert report.documents == len(helpers.make_docs()) == CorpusStore(root).stats()["documents"]
+    assert sorted(p.name for p in root.iterdir() if "ingesting" in p.name) == []
 
 
 def test_unknown_format_lists_the_formats(tmp_path: Path) -> None:

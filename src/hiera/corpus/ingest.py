@@ -2,7 +2,10 @@
 
 One ingest call is one store transaction, so a malformed record (without
 ``skip_bad``) leaves the collection exactly as it was; a collection directory
-created by a failed first ingest is removed again. The collection's writer
+created by a failed first ingest is removed again. A first ingest writes its
+store under another name and renames it into place once committed, so one
+killed outright (where no cleanup runs) leaves no collection that looks
+valid, only a file the next first ingest clears. The collection's writer
 lock (:mod:`hiera.lock`) is held throughout: a second writer is refused.
 """
 
@@ -16,7 +19,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from hiera.corpus.readers import Record, get_reader
-from hiera.corpus.store import STORE_FILE, CorpusStore, IngestReport, remove_new_collection
+from hiera.corpus.store import (
+    FIRST_INGEST_FILE,
+    STORE_FILE,
+    CorpusStore,
+    IngestReport,
+    clear_first_ingest,
+    publish_first_ingest,
+    remove_new_collection,
+)
 from hiera.corpus.tree import PassageRules
 from hiera.errors import BadInputError, BadRecordError, HieraError
 from hiera.lock import writer_lock
@@ -64,7 +75,9 @@ def ingest(
 
     with writer_lock(root, "hiera ingest", create=True):
         try:
-            store = CorpusStore(root, create=True)
+            if created:  # filled under another name and renamed once committed: a kill leaves no collection
+                clear_first_ingest(root)
+            store = CorpusStore(root, create=True, file=FIRST_INGEST_FILE if created else STORE_FILE)
             try:
                 with tqdm(desc=f"ingest {fmt}", unit="doc", disable=not progress, leave=False) as bar:
                     report = store.ingest(
@@ -74,6 +87,8 @@ def ingest(
                     )
             finally:
                 store.close()
+            if created:
+                publish_first_ingest(root)
         except BaseException as e:
             if created:
                 remove_new_collection(root, dir_existed=dir_existed)

@@ -12,6 +12,7 @@ were built at, and refuse to load against a newer corpus (stale index).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import threading
@@ -27,6 +28,9 @@ from hiera.corpus.tree import Document, Passage, PassageRules
 from hiera.errors import BadInputError, BadRecordError, HieraError, IndexMissingError, ManifestMismatchError
 
 STORE_FILE = "corpus.sqlite"
+# A first ingest fills this file and renames it to STORE_FILE when it commits: killed before, it leaves no
+# corpus.sqlite, so no empty collection that looks valid (the next first ingest clears it).
+FIRST_INGEST_FILE = ".corpus.sqlite.ingesting"
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -116,9 +120,9 @@ class CorpusStore:
     Connections are per thread (the HTTP server answers requests concurrently).
     """
 
-    def __init__(self, root: Path, *, create: bool = False) -> None:
+    def __init__(self, root: Path, *, create: bool = False, file: str = STORE_FILE) -> None:
         self.root = Path(root)
-        self.path = self.root / STORE_FILE
+        self.path = self.root / file
         if not self.path.exists() and not create:
             raise IndexMissingError(
                 f"{self.root} is not a hiera collection (no {STORE_FILE}); create it with `hiera ingest`"
@@ -764,5 +768,22 @@ def remove_new_collection(root: Path, *, dir_existed: bool = False) -> None:
     if not dir_existed:
         shutil.rmtree(root, ignore_errors=True)
         return
-    for name in (STORE_FILE, STORE_FILE + "-journal", "writer.lock"):
+    for name in (STORE_FILE, STORE_FILE + "-journal", FIRST_INGEST_FILE, FIRST_INGEST_FILE + "-journal",
+                 "writer.lock"):
         (root / name).unlink(missing_ok=True)
+
+
+def clear_first_ingest(root: Path) -> None:
+    """Drop what a killed first ingest left; only under the collection's writer lock."""
+    for name in (FIRST_INGEST_FILE, FIRST_INGEST_FILE + "-journal"):
+        (root / name).unlink(missing_ok=True)
+
+
+def publish_first_ingest(root: Path) -> None:
+    """Make a committed, closed first-ingest store the collection's ``corpus.sqlite`` in one rename."""
+    os.replace(root / FIRST_INGEST_FILE, root / STORE_FILE)
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a power cut
+    finally:
+        os.close(fd)
