@@ -48,6 +48,15 @@ class CollectionChangedError(HieraError):
     """
 
 
+class StoreBusyError(HieraError):
+    """The corpus store stayed locked by another process's write for the whole busy timeout.
+
+    A write keeps its changes in memory until it commits, so readers wait
+    only for a commit, or for a change too large for that memory; the
+    server maps it to 503 (retry shortly).
+    """
+
+
 class ShardUnavailableError(HieraError):
     """A shard of a sharded build did not answer (its replica died, its node is gone, or it timed out).
 

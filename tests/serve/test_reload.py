@@ -51,3 +51,49 @@ def test_a_new_build_is_served_without_a_restart(col_copy: Path, tmp_path: Path)
         service._checked = 0.0
         status, body = _search(client)
         assert status == 200 and client.get("/health").json()["stats"]["documents"] > health["stats"]["documents"]
+
+
+def test_a_commit_between_the_look_and_the_version_read_is_served_not_called_stale(
+    col_copy: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`add` swaps its build in and then commits: a look that saw the build before the swap and the version after
+    the commit must look again, not refuse searches until the next build."""
+    import hiera.serve.service as service_module
+    from hiera.cli import main
+
+    root = col_copy
+    app = create_app(root)
+    service = app.state.service
+    before = service.col.build_dir
+    src = helpers.write_jsonl(tmp_path / "more.jsonl", helpers.make_extra_docs())
+    assert main(["add", str(root), str(src), "--format", "hiera-jsonl", "-q"]) == 0
+    real = service_module.live_build_dir
+    looks: list[Path | None] = []
+
+    def first_look_before_the_commit(r: Path) -> Path | None:
+        looks.append(before if not looks else real(r))
+        return looks[-1]
+
+    monkeypatch.setattr(service_module, "live_build_dir", first_look_before_the_commit)
+    service.refresh(wait=True)
+    assert len(looks) == 2 and service.stale is None
+    assert service.col.build_dir == real(root) != before
+    with TestClient(app) as client:
+        assert _search(client)[0] == 200
+
+
+def test_a_store_locked_past_the_busy_timeout_is_a_503_to_retry(col_copy: Path, monkeypatch) -> None:
+    from hiera.errors import StoreBusyError
+
+    app = create_app(col_copy)
+    retriever = app.state.service.retrievers["dhr"]
+
+    def locked(*args, **kwargs):
+        raise StoreBusyError("the corpus store of col stayed locked by another process's change for 30 s")
+
+    monkeypatch.setattr(retriever, "search", locked)
+    monkeypatch.setattr(retriever, "batch_search", locked)
+    with TestClient(app) as client:
+        r = client.get("/search", params={"q": helpers.TOPIC_QUERIES["jazz"], "retriever": "dhr"})
+    assert r.status_code == 503 and r.headers["retry-after"] == "2"
+    assert r.json() == {"detail": "the corpus store of col stayed locked by another process's change for 30 s"}

@@ -25,12 +25,46 @@ from hiera.corpus.dedup import DUPLICATE_MODES, Part, compose, origin_label, tit
 from hiera.corpus.readers.base import OnBad, Record, Redirect, raise_bad
 from hiera.corpus.split import split_document
 from hiera.corpus.tree import Document, Passage, PassageRules
-from hiera.errors import BadInputError, BadRecordError, HieraError, IndexMissingError, ManifestMismatchError
+from hiera.errors import (
+    BadInputError,
+    BadRecordError,
+    HieraError,
+    IndexMissingError,
+    ManifestMismatchError,
+    StoreBusyError,
+)
 
 STORE_FILE = "corpus.sqlite"
 # A first ingest fills this file and renames it to STORE_FILE when it commits: killed before, it leaves no
 # corpus.sqlite, so no empty collection that looks valid (the next first ingest clears it).
 FIRST_INGEST_FILE = ".corpus.sqlite.ingesting"
+# A write transaction keeps up to this many KiB of changed pages in memory. Past SQLite's default (2 MiB) it
+# would write them into the file before COMMIT, which takes the exclusive lock at once: every search would then
+# wait, and fail after the busy timeout, for the rest of an `add` (its build runs inside the transaction).
+WRITE_CACHE_KIB = 512 * 1024
+READ_CACHE_KIB = 2000  # SQLite's default, restored once the transaction ends
+BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another process's commit before StoreBusyError
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose statements report a lock held past the busy timeout as :class:`StoreBusyError`.
+
+    SQLite says ``database is locked``, which as a raw ``OperationalError``
+    would read as a damaged store (CLI) or an internal error (HTTP 500).
+    """
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            raise StoreBusyError(
+                f"the corpus store of {Path(self._hiera_path).parent} stayed locked by another process's change for "
+                f"{BUSY_TIMEOUT_S:.0f} s; try again in a moment"
+            ) from None
+
+    _hiera_path = ""
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -142,7 +176,9 @@ class CorpusStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, isolation_level=None)
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S,
+                                       factory=_Connection)
+                conn._hiera_path = str(self.path)
                 conn.execute("PRAGMA journal_mode=DELETE")
             except sqlite3.DatabaseError as e:
                 raise HieraError(f"{self.path}: cannot open corpus store ({e})") from None
@@ -222,7 +258,7 @@ class CorpusStore:
             )
         report = IngestReport()
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write(conn)
         try:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (json.dumps(rules.to_dict()),))
             writer = _Writer(conn, rules, report, duplicates)
@@ -255,7 +291,15 @@ class CorpusStore:
             if conn.in_transaction:  # SQLite already rolled back after some errors (disk full)
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
         return report
+
+    @staticmethod
+    def _begin_write(conn: sqlite3.Connection) -> None:
+        """Start a write transaction whose changes stay in memory until COMMIT, so readers are not locked out."""
+        conn.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
+        conn.execute("BEGIN IMMEDIATE")
 
     def remove(self, doc_ids: Sequence[str], before_commit: Callable[[], None] | None = None, *,
                source: str | None = None, of_source: Sequence[str] = ()) -> RemoveReport:
@@ -271,7 +315,7 @@ class CorpusStore:
             raise ValueError("of_source names documents to take a source's parts from: give the source")
         conn = self._conn()
         report = RemoveReport()
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write(conn)
         try:
             wanted = list(dict.fromkeys([*doc_ids, *of_source]))
             resolved = {i: self.canonical_id(i) for i in wanted}
@@ -336,6 +380,8 @@ class CorpusStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
         return report
 
     def retired(self, rowids: Sequence[int]) -> dict[int, str]:

@@ -42,7 +42,13 @@ from starlette.concurrency import run_in_threadpool
 
 from hiera.builds import open_collection, remove_documents
 from hiera.collection import Collection
-from hiera.errors import BadInputError, CollectionChangedError, HieraError, ShardUnavailableError
+from hiera.errors import (
+    BadInputError,
+    CollectionChangedError,
+    HieraError,
+    ShardUnavailableError,
+    StoreBusyError,
+)
 from hiera.index.exact import resolve_placement
 from hiera.lock import CollectionBusyError
 from hiera.results import TraceStep, check_level
@@ -192,6 +198,12 @@ def create_app(
     async def collection_changed(request: Request, exc: CollectionChangedError) -> JSONResponse:
         """Changed twice under one search: 503 (retry), never rows the store no longer holds."""
         return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "1"})
+
+    @app.exception_handler(StoreBusyError)
+    async def store_busy(request: Request, exc: StoreBusyError) -> JSONResponse:
+        """The store stayed locked by another process's commit: 503 (retry), not an internal error."""
+        log.warning("%s %s 503: %s", request.method, request.url.path, exc)
+        return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "2"})
 
     @app.exception_handler(ShardUnavailableError)
     async def shard_unavailable(request: Request, exc: ShardUnavailableError) -> JSONResponse:

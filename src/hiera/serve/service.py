@@ -102,30 +102,44 @@ class Service:
             return
         try:
             self._checked = now
-            try:
-                live = live_build_dir(self.root)
-            except HieraError as e:  # which build is live cannot be told now: keep answering from the open one
-                log.warning("still serving build %s: %s", self.col.build_dir.name, e)
-                return
-            if live is not None and live != self.col.build_dir:
-                try:
-                    col = self.opener(self.root, vectors=self.vectors)
-                except HieraError as e:
-                    self.stale = f"the collection changed and its new index cannot be served ({e})"
-                    log.warning("%s", self.stale)
+            # twice at most: `add` and `remove` commit just after their swap, so a commit can land between the
+            # look at the live build and the read of the corpus version; looking again serves the build it
+            # committed instead of calling the collection stale
+            for _ in range(2):
+                if not self._follow_live_build():
                     return
-                if self.warm:
-                    col.warmup()
-                self._retired.append(weakref.ref(self.col))
-                self._serve(col)
-                log.info("now serving build %s of %s", col.build_dir.name, self.root)
-            version = self.col.store.version
-            self.stale = None if version == self.col.manifest.corpus_version else (
+                version = self.col.store.version
+                if version == self.col.manifest.corpus_version:
+                    self.stale = None
+                    return
+            self.stale = (
                 f"documents were ingested into {self.root.name} after its index was built; "
                 f"searches resume once `hiera build {self.root}` finishes"
             )
         finally:
             self._reload_lock.release()
+
+    def _follow_live_build(self) -> bool:
+        """Serve the live build if it is not the one served; False when the look failed (the reason is logged)."""
+        try:
+            live = live_build_dir(self.root)
+        except HieraError as e:  # which build is live cannot be told now: keep answering from the open one
+            log.warning("still serving build %s: %s", self.col.build_dir.name, e)
+            return False
+        if live is None or live == self.col.build_dir:
+            return True
+        try:
+            col = self.opener(self.root, vectors=self.vectors)
+        except HieraError as e:
+            self.stale = f"the collection changed and its new index cannot be served ({e})"
+            log.warning("%s", self.stale)
+            return False
+        if self.warm:
+            col.warmup()
+        self._retired.append(weakref.ref(self.col))
+        self._serve(col)
+        log.info("now serving build %s of %s", col.build_dir.name, self.root)
+        return True
 
     def _free_retired(self) -> None:
         """Free the collections served before, once the searches that began on them are done.
