@@ -11,7 +11,10 @@ One policy for a candidate missing from one of the lists being fused:
   list (its rank there is taken as beyond the list);
 * score-based fusion (interpolation): a missing candidate gets that list's
   **lowest observed score** — an upper bound of what it would have had, since
-  it did not make the list. After min-max normalization that is 0.
+  it did not make the list. After min-max normalization that is 0. A caller
+  that knows a list is complete (a BM25 list shorter than its depth holds
+  every match) gives its missing candidates 0 instead: their score is known
+  (the hybrid document stages, :mod:`hiera.score.docstage`).
 
 Candidates come back in ascending id order; :func:`hiera.index.select.topk`
 then breaks ties by that order, so equal fused scores rank the smaller id

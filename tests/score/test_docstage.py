@@ -43,9 +43,34 @@ def test_doc_stage_scorers_directly(col: Collection, ref: helpers.Reference, sta
     elif stage == "hybrid-max":
         bm = col.bm25_passages.scores(q)
         bmax = np.array([bm[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
-        seen = bmax > 0  # BM25 lists only matching passages; a missed document gets the list's minimum
-        bnorm = np.where(seen, bmax / bmax.max(), (bmax[seen] / bmax.max()).min())
+        # the BM25 list (200 deep) holds every matching passage here: a document it misses matched nothing
+        bnorm = bmax / bmax.max()
         dmax = np.array([ps[ref.passage_doc == i].max() for i in range(len(ref.doc_ids))])
         expect = 0.35 * bnorm + 0.65 * dmax
     if expect is not None:
         np.testing.assert_allclose(full, expect, atol=ATOL)
+
+
+def test_hybrid_max_searches_deeper_until_it_holds_k_documents(col: Collection, ref: helpers.Reference) -> None:
+    q = "lava and jazz saxophone"
+    qv = ref.query(q)
+    docs, b, d = doc_stage("hybrid-max").components(col, text_query(q, qp=qv, qd=qv), 2, 5)
+    assert len(docs) >= 5  # two passages hold at most two documents: the lists went deeper
+    ps = ref.P @ qv
+    dmax = np.array([ps[ref.passage_doc == i].max() for i in docs])
+    np.testing.assert_allclose(d, dmax, atol=ATOL)  # each one's dense part is its best passage's, as at depth
+
+
+def test_hybrid_max_gives_no_bm25_credit_to_a_document_without_the_query_terms(col: Collection, ref: helpers.Reference,
+                                                                              ) -> None:
+    """A BM25 list shorter than its depth holds every match, so a document it lacks has a BM25 part of 0, never the
+    weakest match's score (which let texts without the terms outrank texts with them)."""
+    q = "saxophone"
+    qv = ref.query(q)
+    bm = col.bm25_passages.scores(q)
+    matched = {int(ref.passage_doc[i]) for i in np.flatnonzero(bm > 0)}
+    assert 0 < len(matched) < col.n_docs
+    docs, b, d = doc_stage("hybrid-max").components(col, text_query(q, qp=qv, qd=qv), 200, col.n_docs)
+    assert len(docs) == col.n_docs
+    for doc, lexical in zip(docs.tolist(), b.tolist(), strict=True):
+        assert (lexical > 0) == (doc in matched), doc

@@ -157,7 +157,7 @@ def tune_doc_alpha(
         batch = r._prepare([q.text for q in qs[i : i + 64]], r.defaults)
         batch.filter = col.live
         for query, q in zip(batch, qs[i : i + 64], strict=True):
-            docs, b, d = hybrid.components(col, query, HYBRID_DEPTH)  # type: ignore[attr-defined]
+            docs, b, d = hybrid.components(col, query, HYBRID_DEPTH, 1)  # type: ignore[attr-defined]
             if len(docs) == 0:
                 continue
             for a in alphas:

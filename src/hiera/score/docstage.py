@@ -20,8 +20,10 @@ re-order their passages, so this stage bounds the whole method. Scorers:
     interpolation of the two passage-max stages:
     ``α · BM25 passage-max / best + (1 − α) · dense passage-max cosine``, each
     over the top passages of its own index (a document one list misses gets
-    that list's lowest score: an upper bound of what it would have had).
-    Each list is the top ``max(200, 4 · top_docs)`` passages.
+    that list's lowest score: an upper bound of what it would have had; 0
+    from a BM25 list that holds every matching passage, since it matched
+    none). Each list is the top ``max(200, 4 · top_docs)`` passages, searched
+    deeper while they hold fewer than ``top_docs`` documents.
     α (``doc_alpha``, default 0.35, tuned on SQuAD train questions) keeps
     BM25's exact-term evidence and dense's paraphrase evidence on one scale;
     it is the best zero-shot stage on the pooled benchmark (bench/README.md).
@@ -72,12 +74,12 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
-from hiera.fusion import Ranked, align, by_max, mix, rrf
+from hiera.fusion import Aligned, Ranked, align, by_max, mix, rrf
 from hiera.index.dense import faiss_search
 from hiera.index.exact import TorchExactIndex
 from hiera.index.masked import bm25_top, torch_top, vector_search
 from hiera.index.passage_stage import DeviceSearch, DocLists
-from hiera.index.select import docs_from_passages, top_documents, topk
+from hiera.index.select import DEEPEN, docs_from_passages, top_documents, topk
 from hiera.query import Allowed, Query, QueryBatch
 from hiera.spec import DOC_ALPHA, DOC_STAGES, DocStageSpec
 
@@ -249,12 +251,13 @@ class _Mixed(DocStage):
 
     vectors = frozenset({"qp"})
 
-    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def components(self, col: Collection, q: Query, depth: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, lexical score, dense score)`` of at least ``k`` documents whenever ``k`` can be scored."""
         raise NotImplementedError
 
     def top(self, col: Collection, q: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         alpha = float(q.params.get("doc_alpha", HYBRID_ALPHA))
-        docs, b, d = self.components(col, q, max(HYBRID_DEPTH, 4 * k))
+        docs, b, d = self.components(col, q, max(HYBRID_DEPTH, 4 * k), k)
         if len(docs) == 0:
             return docs, np.zeros(0, dtype=np.float32)
         idx, fused = topk(mix(b, d, alpha), k)
@@ -266,14 +269,25 @@ class HybridMax(_Mixed):
 
     name = "hybrid-max"
 
-    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists."""
-        (bpos, bsc), (pos, sc) = (col.passage_lists(q.text, q.qp, depth) if q.filter is None
-                                  else col.passage_lists(q.text, q.qp, depth, q.filter))
-        bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
-        ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
-        a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
-        return a.ids, a.scores[0], a.scores[1]
+    def components(self, col: Collection, q: Query, depth: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, BM25 passage-max / best, dense passage-max)`` over the union of both lists.
+
+        Long documents can fill both lists with fewer than ``k`` documents; the lists are then searched
+        ``DEEPEN`` times deeper, as :func:`top_documents` does for one list, until ``k`` documents are in
+        them or the dense list is exhausted (every passage, or every allowed one, is in it).
+        """
+        total = len(col.passage_doc)
+        depth = max(1, min(int(depth), total))
+        while True:
+            (bpos, bsc), (pos, sc) = (col.passage_lists(q.text, q.qp, depth) if q.filter is None
+                                      else col.passage_lists(q.text, q.qp, depth, q.filter))
+            bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
+            ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
+            a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
+            if len(a.ids) >= k or len(pos) < depth or depth >= total:
+                break
+            depth = min(total, depth * DEEPEN)
+        return a.ids, _known_absent(a, 0, len(bpos) < depth), a.scores[1]
 
 
 class Fused(DocStage):
@@ -304,13 +318,26 @@ class DocHybrid(_Mixed):
 
     name = "doc-hybrid"
 
-    def components(self, col: Collection, q: Query, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``."""
+    def components(self, col: Collection, q: Query, depth: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, BM25 / best, mean-vector cosine)`` over the union of both sides' top ``depth``
+        (``depth`` ≥ ``k`` documents, so the dense side alone holds ``k`` whenever ``k`` are allowed)."""
         depth = min(depth, col.n_docs)
         bpos, bsc = _bm25_top(col.bm25_docs, q, depth, "doc")
         dpos, dsc = stage("mean").top(col, q, depth)
         a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
-        return a.ids, a.scores[0], a.scores[1]
+        return a.ids, _known_absent(a, 0, len(bpos) < depth), a.scores[1]
+
+
+def _known_absent(a: Aligned, row: int, exhausted: bool) -> np.ndarray:
+    """Row ``row`` of the aligned scores, with 0 for the candidates its list lacks when that list is exhausted.
+
+    A candidate missing from a list cut at its depth gets the list's lowest score, an upper bound of its own;
+    but a BM25 list shorter than its depth holds every text with a query term, so one missing from it has
+    none, and its BM25 part is 0 (not the weakest match's, which let a text without the query's terms outrank
+    texts with them).
+    """
+    scores = a.scores[row]
+    return np.where(a.ranks[row] > 0, scores, np.float32(0.0)).astype(np.float32) if exhausted else scores
 
 
 @cache
