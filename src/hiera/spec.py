@@ -393,8 +393,9 @@ METHODS: dict[str, MethodSpec] = {
         ),
         MethodSpec(
             "fetchhr", "hiera.retrieve.fetchhr:FetchHRRetriever",
-            "FetchHR: a query vector from every encoder layer (trained heads), k passages per layer, "
-            "none fetched twice; each hit says which layer found it",
+            "FetchHR: a query vector from every encoder layer (trained heads), each layer fetching its share of "
+            "k passages (k_per_layer: a number per layer), none fetched twice, the union ranked; each hit says "
+            "which layer found it",
             params=(
                 Param("model", "path", None,
                       "fetchhr: directory of heads from hiera train-fetchhr (default: no heads, every layer "
@@ -417,7 +418,7 @@ METHODS: dict[str, MethodSpec] = {
                 Param("rank", "str", "encoder",
                       "fetchhr: how the fetched union is ordered: every passage scored by the encoder's own query "
                       "vector (encoder), or by the score of the layer that fetched it (layer: not comparable "
-                      "across layers; the order before issue 37)", choices=("encoder", "layer")),
+                      "across layers)", choices=("encoder", "layer")),
             ),
             requires=("dense",),
         ),

@@ -116,12 +116,19 @@ def test_k_below_the_number_of_layers_goes_to_the_last_layers(fetchhr) -> None:
     assert {next(iter(h.stages)) for h in res.hits} <= {"layer4", "layer5", "layer6"}
     skipped = [s for s in res.trace if s.detail.get("skipped")]
     assert [s.name for s in skipped] == ["layer1", "layer2", "layer3"]
+    assert skipped[0].detail["skipped"].startswith("k=3 split evenly over 6 layers leaves the earlier ones none")
+    # the default split: the last layer's share leaves the earlier layers too few for every one of them
+    res = fetchhr.search(QUERY, k=10)
+    skipped = [s for s in res.trace if s.detail.get("skipped")]
+    assert [s.name for s in skipped] == ["layer1", "layer2"]
+    assert skipped[0].detail["skipped"].startswith(
+        "k=10 split by last_share=0.67: the last layer fetches 7, and the 5 layers before it share 3")
     assert parse_k_per_layer(None, 6, 3) == [0, 0, 0, 1, 1, 1]
     assert parse_k_per_layer(None, 6, 3, 0.67) == [0, 0, 0, 0, 1, 2]
     assert parse_k_per_layer(None, 6, 1, 0.67) == [0, 0, 0, 0, 0, 1]
 
 
-# -- issue 37: one ranking of the union, one batched search ---------------------------------------------------
+# -- one ranking of the union, one batched search ---------------------------------------------------
 @pytest.fixture(scope="module")
 def position(col: Collection) -> dict[str, int]:
     """Passage id → its row in the vector matrix."""

@@ -475,7 +475,7 @@ def test_fetchhr_hits_say_which_layer_fetched_them(browser, server_url: str) -> 
     badges = page.locator(".hit .chip-layer").all_text_contents()
     assert len(badges) == page.locator(".hit").count() == 10
     assert sorted(set(badges)) == ["fetched by layer 1", "fetched by layer 6"]
-    # one ranked list (issue 37): ranks in order, and each hit's bar for its layer's own score beside the final one
+    # one ranked list: ranks in order, and each hit's bar for its layer's own score beside the final one
     assert page.locator(".hit .rank").all_text_contents() == [f"#{i}" for i in range(1, 11)]
     for hit, badge in zip(page.locator(".hit").all(), badges, strict=True):
         layer = "layer" + badge.rsplit(" ", 1)[1]

@@ -27,7 +27,7 @@ def _parts(parser: RuleSetParser, query: str) -> tuple[str, list[str]]:
     return r.template, r.constraints
 
 
-# --- the kinds of implicit intersection issue 34 names -------------------------------------------------
+# --- the kinds of implicit intersection set queries hold -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_the_development_set_is_well_formed():
 
 def test_accuracy_on_the_tune_part_is_a_regression_pin(parser):
     """A regression pin, not a measure of generalization: the rules were written looking at these 225 queries
-    (the QUEST paper's examples, issue 34's and the tune part of bench/data/quest_phrasing.jsonl). The check part's
+    (the QUEST paper's examples, the set-query examples and the tune part of bench/data/quest_phrasing.jsonl). The check part's
     figures (``python -m bench.quest_parse``) are development figures too: its queries were read while the rules
     were written. Only queries the project never sees measure generalization."""
     tune = [q for q in load_set_queries(PHRASING) if q.metadata["split"] == "tune"]

@@ -9,8 +9,7 @@ vector (``rank=encoder``): the final layer computes it in the same forward
 pass, it is the best single retriever among the layers (the paper's
 Figure 3, and bench/fetchhr.py's), and re-scoring is one small product over
 the fetched rows of the stored passage matrix. The set is unchanged; only
-its order is. ``rank=layer`` keeps each layer's own score (the order before
-issue 37), for comparison.
+its order is. ``rank=layer`` keeps each layer's own score, for comparison.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Defaults are Pyserini's (k1 = 0.9, b = 0.4), not bm25s's (1.5, 0.75): on
 Wikipedia articles of very different lengths the lighter length normalization
-is worth tens of points of document top-1 (see issue 7's reference table).
+is worth tens of points of document top-1 (measured when the defaults were chosen).
 
 We score with ``get_scores`` (the whole score vector) and select top-k with
 ``argpartition``: the hierarchical ``bm25-dhr`` retriever needs the score of

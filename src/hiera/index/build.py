@@ -408,7 +408,7 @@ def _build_into(
             save_matrix(out / "dense" / "docs.f16.npy", dvecs)
             save_faiss(_faiss_for(dvecs, opts.doc_factory, previous_dir, previous, "doc", doc_rows, d_enc),
                        out / "dense" / "docs.faiss")
-            # Passage-aggregate document vectors (issue 7): the normalized mean of a
+            # Passage-aggregate document vectors: the normalized mean of a
             # document's passage vectors, free once passages are encoded.
             mean = mean_vectors(pvecs, offsets).astype(np.float16)
             save_matrix(out / "dense" / "docs-mean.f16.npy", mean)

@@ -1,7 +1,7 @@
 """Exact inner-product search with torch: on a GPU when there is one.
 
 A GPU reads a float16 matrix at terabytes per second, so an exhaustive
-search (one matrix product and a top-k) is exact *and* fast there: issue 20
+search (one matrix product and a top-k) is exact *and* fast there: we
 measured 5.8 ms for one query over 21M × 384 vectors on an H100, 0.34 ms per
 query in batches of 32, where the CPU needs an approximate (HNSW) document
 index to be fast at all. FAISS's GPU build is not on PyPI for this stack

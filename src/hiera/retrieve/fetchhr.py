@@ -137,8 +137,9 @@ class FetchHRRetriever(BaseRetriever):
         fetched = fetch_layers(index, queries, [b for _, b in active], [n for n, _ in active], keys, found)
         by_layer = {f.layer: f for f in fetched}
         for n, budget in zip(layers, budgets, strict=True):
-            if budget == 0:  # k below the number of layers: the later layers fetch one each
-                trace.append(TraceStep(f"layer{n}", {"layer": n, "k": 0, "skipped": f"k={k} < {len(layers)} layers"}))
+            if budget == 0:  # k split over the layers left this one nothing (k_per_layer never gives 0)
+                trace.append(TraceStep(f"layer{n}", {"layer": n, "k": 0, "skipped": _why_none(k, budgets,
+                                                                                        params["last_share"])}))
                 continue
             f = by_layer[n]
             detail: dict[str, Any] = {"layer": n, "k": budget, "exclusion": not single, "k_grew_to": f.depth,
@@ -163,3 +164,12 @@ class FetchHRRetriever(BaseRetriever):
         for h, i in zip(hits, top, strict=True):
             h.stages = {f"layer{int(u.layers[i])}": StageScore(float(u.layer_scores[i]), int(u.layer_ranks[i]))}
         return hits
+
+
+def _why_none(k: int, budgets: list[int], last_share: float) -> str:
+    """Why k's split gave a layer no passages, in the terms of the parameters that split it."""
+    if last_share > 0 and len(budgets) > 1:
+        return (f"k={k} split by last_share={last_share:g}: the last layer fetches {budgets[-1]}, and the "
+                f"{len(budgets) - 1} layers before it share {k - budgets[-1]} (k_per_layer gives every layer its own)")
+    return f"k={k} split evenly over {len(budgets)} layers leaves the earlier ones none (k_per_layer gives every " \
+           "layer its own)"

@@ -1,4 +1,4 @@
-"""Sharded builds and search: contiguous document ranges, merged exactly (issue 18).
+"""Sharded builds and search: contiguous document ranges, merged exactly.
 
 ``layout`` (names, shard plan), ``bm25stats`` (BM25 with corpus-wide
 statistics), ``build`` (``hiera build --shards N``), ``engine`` (in-process or
