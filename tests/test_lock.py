@@ -125,6 +125,36 @@ def test_reentry_and_release_in_one_process(tmp_path: Path) -> None:
         pass
 
 
+def test_another_thread_of_the_process_is_another_writer(tmp_path: Path) -> None:
+    """Re-entry is for the thread that holds the lock: a second thread writing the same collection is refused at
+    once, as a second process is, instead of both writing and one failing on SQLite's lock later."""
+    import threading
+
+    from hiera.lock import CollectionBusyError
+
+    root = tmp_path / "c"
+    root.mkdir()
+    seen: list[str] = []
+
+    def second_writer() -> None:
+        try:
+            with writer_lock(root, "second"):
+                seen.append("entered")
+        except CollectionBusyError as e:
+            seen.append(str(e))
+
+    with writer_lock(root, "first"):
+        t = threading.Thread(target=second_writer)
+        t.start()
+        t.join(10)
+    assert len(seen) == 1 and "collection is busy" in seen[0] and "in another thread of this process" in seen[0]
+    assert "running first" in seen[0]
+    t = threading.Thread(target=second_writer)  # once released, the other thread may write
+    t.start()
+    t.join(10)
+    assert seen[-1] == "entered"
+
+
 def test_a_lock_file_that_cannot_be_opened_is_one_line(store_only: Path, capsys) -> None:
     """A collection nothing can be written to (read-only, or its lock path taken) refuses writers in one line."""
     (store_only / LOCK_FILE).unlink(missing_ok=True)

@@ -10,7 +10,9 @@ resolved on first use (PEP 562), so ``import hiera`` loads nothing else:
   documents those selectors name, refused in one line if one matches nothing;
 * ``remove_documents(root, ids)``: remove them and publish the build without
   them in one transaction (a running ``hiera serve`` answers from it at its
-  next search).
+  next search);
+* ``add_documents(root, sources, fmt)``: add or replace documents and publish
+  the build that serves them in one transaction (``hiera add``).
 """
 
 from typing import Any
@@ -24,9 +26,9 @@ from hiera.version import __version__
 # the environment wins.
 passive_threads()
 
-__all__ = ["__version__", "open_collection", "remove_documents", "select_documents"]
+__all__ = ["__version__", "add_documents", "open_collection", "remove_documents", "select_documents"]
 
-_LAZY = {"open_collection", "remove_documents", "select_documents"}  # all in hiera.builds
+_LAZY = {"add_documents", "open_collection", "remove_documents", "select_documents"}  # all in hiera.builds
 
 
 def __getattr__(name: str) -> Any:

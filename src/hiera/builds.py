@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hiera.collection import Collection, LocalCollection
-from hiera.corpus.store import CorpusStore, RemoveReport
+from hiera.corpus.store import CorpusStore, IngestReport, RemoveReport
 from hiera.errors import BadInputError, ManifestMismatchError
 from hiera.index.build import BuildOptions, build
 from hiera.index.manifest import Manifest, is_sharded
@@ -80,6 +80,34 @@ def update_collection(
             opts.device, opts.progress = device, progress
             return build_sharded(root, opts, log=log, store=store)
     return update(root, store, log=log, device=device, compact=compact, progress=progress, compact_at=compact_at)
+
+
+def add_documents(
+    root: str | Path, sources: Sequence[str | Path], fmt: str, *, rules: Any = None, skip_bad: bool = False,
+    duplicates: str = "merge", log: Callable[[str], None] = print, device: str = "auto", progress: bool = True,
+    compact_at: float = COMPACT_AT, command: str = "hiera add",
+) -> IngestReport:
+    """Add or replace documents of an indexed collection: ``hiera add`` from Python.
+
+    The documents and the build that serves them (:func:`update_collection`) commit in one transaction, under the
+    writer lock, which then stays held while the builds no reader holds any more are removed, so a program that
+    adds again and again keeps one build on disk, not one per call. A failure or a kill before the commit leaves
+    the collection exactly as it was.
+    """
+    from hiera.corpus.ingest import ingest
+
+    root = Path(root)
+    CorpusStore(root)  # no collection: refused before a lock file is created
+    if live_build_dir(root) is None:
+        raise BadInputError(f"{root} has no index yet; use `hiera ingest` then `hiera build`")
+    with writer_lock(root, command):
+        report = ingest(
+            sources, fmt, root, rules=rules, skip_bad=skip_bad, progress=progress, duplicates=duplicates,
+            before_commit=lambda store: update_collection(root, store, log=log, device=device, compact_at=compact_at,
+                                                          progress=progress),
+        )
+        remove_unused_builds(root)
+    return report
 
 
 def select_documents(root: str | Path, ids: Sequence[str] = (), titles: Sequence[str] = (), source: str | None = None,

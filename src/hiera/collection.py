@@ -38,7 +38,13 @@ from hiera.backends import check_backend
 from hiera.corpus.store import CorpusStore, DocRow
 from hiera.corpus.tree import Passage
 from hiera.encode import Encoder, model_fingerprint, resolve_model_path
-from hiera.errors import CollectionChangedError, HieraError, IndexMissingError, ManifestMismatchError
+from hiera.errors import (
+    BadInputError,
+    CollectionChangedError,
+    HieraError,
+    IndexMissingError,
+    ManifestMismatchError,
+)
 from hiera.index.bm25 import Bm25Config, Bm25Index
 from hiera.index.dense import faiss_search, load_faiss, load_matrix
 from hiera.index.exact import Placement, TorchExactIndex, resolve_placement
@@ -271,9 +277,10 @@ class BuildView:
         backend: str | None = None,
     ) -> None:
         if vectors not in VECTOR_DTYPES:
-            raise ValueError(f"vectors must be one of {', '.join(VECTOR_DTYPES)}, got {vectors!r}")
+            raise BadInputError(f"vectors must be one of {', '.join(VECTOR_DTYPES)}, got {vectors!r}")
         self.root = Path(root)
         self.store = CorpusStore(self.root)
+        self.closed = False
         self._let_go: weakref.finalize | None = None
         self.build_dir = self._hold_live_build()
         build_dir = self.build_dir
@@ -318,6 +325,20 @@ class BuildView:
         """Let go of the build now rather than when this view is collected (idempotent)."""
         if self._let_go is not None:
             self._let_go()
+
+    def close(self) -> None:
+        """Let go of the build, the store's connections and what was derived from the build (idempotent).
+
+        Searches refuse a closed collection: its build may be deleted by the next writer once let go.
+        """
+        self.closed = True
+        self.release()
+        with self._derived_lock:
+            self._derived.clear()
+        for name, value in vars(type(self)).items():  # the layout arrays and encoders it loaded
+            if isinstance(value, cached_property):
+                self.__dict__.pop(name, None)
+        self.store.close_all()
 
     def _checked_defaults(self) -> dict[str, dict]:
         """The build's (``hiera build --set``) then the tuned (``hiera tune``) parameters, checked by the registry."""
@@ -518,12 +539,24 @@ VIEW_MEMBERS = (
 
 def on_view(cls: type[T]) -> type[T]:
     """Answer every :data:`VIEW_MEMBERS` member of ``cls`` with its ``view`` (a :class:`BuildView`): composition.
-    ``close()`` and ``with`` let the view's build go (:meth:`BuildView.release`)."""
+
+    ``close()`` and ``with`` close the view (:meth:`BuildView.close`) and drop the indexes the collection loaded
+    (its cached properties), so their memory maps and file handles go now even while something still refers to
+    the collection; ``closed`` says so, and searches then refuse it.
+    """
     for name in VIEW_MEMBERS:
         setattr(cls, name, property(lambda self, _n=name: getattr(self.view, _n), doc=f"the build view's {name}"))
-    cls.close = lambda self: self.view.release()  # type: ignore[attr-defined]
+    loaded = [n for n, v in vars(cls).items() if isinstance(v, cached_property)]
+
+    def close(self: Any) -> None:
+        self.view.close()
+        for n in loaded:
+            self.__dict__.pop(n, None)
+
+    cls.close = close  # type: ignore[attr-defined]
+    cls.closed = property(lambda self: self.view.closed, doc="whether close() was called")  # type: ignore[attr-defined]
     cls.__enter__ = lambda self: self  # type: ignore[attr-defined]
-    cls.__exit__ = lambda self, *exc: self.view.release()  # type: ignore[attr-defined]
+    cls.__exit__ = lambda self, *exc: self.close()  # type: ignore[attr-defined]
     return cls
 
 
@@ -661,17 +694,24 @@ class LocalCollection:
         """The passage encoder's score of the passages at ``positions``: their stored vectors · the query."""
         return score_rows(self.passage_vectors, positions, qp)
 
-    def _bm25_at(self, query: str, positions: np.ndarray) -> np.ndarray:
-        return self.bm25_passages.scores_at(query, positions)
-
     @cached_property
     def _passage_stage(self) -> HostPassageStage | TorchPassageStage:
-        """The backend, chosen with the placement: torch on the device for exact search, numpy with FAISS."""
-        bm25_at = self._bm25_at  # a build without BM25 refuses the hybrid stage when it is asked for, not before
+        """The backend, chosen with the placement: torch on the device for exact search, numpy with FAISS.
+
+        The stage reaches back into this collection through a weak reference: it is cached on the collection, and
+        a strong one would make a cycle, so a dropped collection (its memory maps, its hold on the build) would
+        wait for a full garbage collection instead of going at once.
+        """
+        me = weakref.ref(self)
+
+        def bm25_at(query: str, positions: np.ndarray) -> np.ndarray:
+            # a build without BM25 refuses the hybrid stage when it is asked for, not before
+            return _alive(me).bm25_passages.scores_at(query, positions)
+
         if self.placement.dense_search == "exact" and self.view.has_dense:
             index = self.passage_faiss
             return TorchPassageStage(index.matrix, self.view.doc_offsets, self.placement.device, bm25_at)
-        return HostPassageStage(self.view.doc_offsets, matrix_scorer(lambda: self.passage_vectors, bm25_at))
+        return HostPassageStage(self.view.doc_offsets, matrix_scorer(lambda: _alive(me).passage_vectors, bm25_at))
 
     @property
     def passage_backend(self) -> str:
@@ -694,3 +734,12 @@ class LocalCollection:
         if self.view.has_dense:
             _ = (self.passage_vectors, self.doc_vectors, self.passage_faiss, self.doc_faiss)
         self.view.warmup()
+
+
+def _alive(ref: weakref.ref[LocalCollection]) -> LocalCollection:
+    """The collection a cached helper of it refers to; it is alive whenever that helper runs, since only the
+    collection holds the helper."""
+    col = ref()
+    if col is None:
+        raise HieraError("this collection was freed; open it again")
+    return col

@@ -52,7 +52,9 @@ class LockInfo:
         return f"locked by PID {self.pid} since {self.since}" + (f", running {self.command}" if self.command else "")
 
 
-_held: dict[str, tuple[int, int]] = {}  # resolved root -> (fd, depth) for re-entry within this process
+# resolved root -> (fd, depth, thread) for re-entry by the thread that holds it; another thread of this process is
+# another writer, refused as another process would be (flock alone cannot tell them apart: the fd is shared)
+_held: dict[str, tuple[int, int, int]] = {}
 _guard = threading.Lock()
 
 
@@ -129,8 +131,13 @@ def writer_lock(
     key = str(root.resolve())
     with _guard:
         if key in _held:
-            fd, depth = _held[key]
-            _held[key] = (fd, depth + 1)
+            fd, depth, owner = _held[key]
+            if owner != threading.get_ident():
+                info = read_lock_info(root)
+                holder = info.describe() if info is not None else "locked"
+                raise CollectionBusyError(f"{root}: collection is busy ({holder}, in another thread of this "
+                                          "process); wait for it to finish")
+            _held[key] = (fd, depth + 1, owner)
             reentered = True
         else:
             reentered = False
@@ -170,7 +177,7 @@ def writer_lock(
     except OSError:
         pass  # the message loses its PID, the lock still holds
     with _guard:
-        _held[key] = (fd, 1)
+        _held[key] = (fd, 1, threading.get_ident())
     try:
         yield
     finally:
@@ -183,9 +190,9 @@ def _note(msg: str) -> None:
 
 def _release(key: str) -> None:
     with _guard:
-        fd, depth = _held[key]
+        fd, depth, owner = _held[key]
         if depth > 1:
-            _held[key] = (fd, depth - 1)
+            _held[key] = (fd, depth - 1, owner)
             return
         del _held[key]
     try:

@@ -168,6 +168,10 @@ def check_query(query: str) -> str:
         raise BadInputError("the query is empty")
     if len(query) > MAX_QUERY_CHARS:
         raise BadInputError(f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate (a mis-decoded byte): no tokenizer can read it
+        raise BadInputError(f"the query is not valid Unicode text ({e.reason} at character {e.start})") from None
     return query.strip()
 
 

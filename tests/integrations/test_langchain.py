@@ -50,6 +50,7 @@ def test_documents_carry_hieras_provenance(shared_root: Path) -> None:
     ({"method": "bm25", "params": {"lam": 1}}, "has no parameter 'lam'"),
     ({"method": "dhr", "params": {"top_docs": "many"}}, "must be an integer"),
     ({"method": "bm25-doc", "level": "passage"}, "ranks docs, not passages"),
+    ({"method": "dhr", "level": "para"}, "ranks passages and docs, not paras"),
     ({"method": "nope"}, "unknown retriever 'nope'"),
     ({"k": 0}, "k must be a positive integer"),
 ])
@@ -116,3 +117,38 @@ def test_a_directory_source_follows_the_collection(col_copy: Path, tmp_path: Pat
     assert all(d.metadata["doc_id"] != "honeybees" for d in pinned.invoke(q))
     assert main(["remove", str(col_copy), "--ids", "honeybees", "-q"]) == 0
     assert all(d.metadata["doc_id"] != "honeybees" for d in by_dir.invoke(q) + dense.invoke(q))
+
+
+def test_a_directory_source_follows_a_rebuild_and_searches_again_after_a_removal(col_copy: Path, monkeypatch) -> None:
+    """A rebuild changes no corpus version, yet its defaults are what the CLI now searches with; and a removal
+    that lands while a search runs is answered from the next build, not raised."""
+    import helpers
+
+    from hiera.cli import main
+    from hiera.errors import CollectionChangedError
+    from hiera.retrieve.base import BaseRetriever
+
+    by_dir = HieraRetriever(source=col_copy, method="dhr", k=3)
+    pinned = HieraRetriever(source=open_collection(col_copy), method="dhr", k=3)
+    q = helpers.TOPIC_QUERIES["jazz"]
+    before = by_dir.invoke(q)
+    assert main(["build", str(col_copy), "--set", "dhr.lam=0.1", "-q"]) == 0
+    after = by_dir.invoke(q)
+    cli = get_retriever("dhr", open_collection(col_copy)).search(q, k=3)
+    assert cli.params["lam"] == 0.1
+    assert [d.metadata["score"] for d in after] == pytest.approx([h.score for h in cli.hits], abs=1e-6)
+    assert [d.metadata["score"] for d in after] != pytest.approx([d.metadata["score"] for d in before], abs=1e-6)
+
+    real, calls = BaseRetriever.batch_search, []
+
+    def removed_midway(self, *args, **kwargs):
+        calls.append(self.col.build_dir)
+        if len(calls) == 1:
+            raise CollectionChangedError("removed while it ran")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseRetriever, "batch_search", removed_midway)
+    assert [d.id for d in by_dir.invoke(q)] == [d.id for d in after] and len(calls) == 2
+    with pytest.raises(CollectionChangedError):  # an opened collection is a snapshot: it says so
+        calls.clear()
+        pinned.invoke(q)

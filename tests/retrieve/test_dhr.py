@@ -8,6 +8,7 @@ import pytest
 
 from hiera.builds import open_collection
 from hiera.collection import Collection
+from hiera.errors import BadInputError
 from hiera.retrieve import get_retriever
 from hiera.score.docstage import DOC_STAGES
 
@@ -153,7 +154,7 @@ def test_float32_vectors_give_the_same_results(col: Collection, shared_root) -> 
 
 
 def test_unknown_vector_dtype_is_refused(shared_root) -> None:
-    with pytest.raises(ValueError, match="float16, float32"):
+    with pytest.raises(BadInputError, match="vectors must be one of float16, float32, got 'float64'"):
         open_collection(shared_root, vectors="float64")
 
 

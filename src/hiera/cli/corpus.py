@@ -80,21 +80,12 @@ def _ingest_updating(args: argparse.Namespace, command: str, rules: Any = None) 
     (documents and index). The writer lock spans the clean-up too: it settles
     the swap's marker, which another writer must not see half-done.
     """
-    from hiera.builds import update_collection
-    from hiera.corpus.ingest import ingest
-    from hiera.index.publish import remove_unused_builds
-    from hiera.lock import writer_lock
+    from hiera.builds import add_documents
 
     root = Path(args.index)
-    progress = log_unless(args.quiet)
-    with writer_lock(root, command):
-        report = ingest(
-            args.sources, args.format, root, rules=rules, skip_bad=args.skip_bad, progress=not args.quiet,
-            duplicates=args.duplicates,
-            before_commit=lambda store: update_collection(root, store, log=progress, device=args.device,
-                                                          compact_at=args.compact_at, progress=not args.quiet),
-        )
-        remove_unused_builds(root)
+    report = add_documents(root, args.sources, args.format, rules=rules, skip_bad=args.skip_bad,
+                           duplicates=args.duplicates, log=log_unless(args.quiet), device=args.device,
+                           progress=not args.quiet, compact_at=args.compact_at, command=command)
     _report_ingest(report, args)
     if report.changed:
         log(f"index updated: {_build_state(root, args.compact_at)}")

@@ -162,6 +162,8 @@ class CorpusStore:
                 f"{self.root} is not a hiera collection (no {STORE_FILE}); create it with `hiera ingest`"
             )
         self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
         self._stats: dict[str, int] | None = None
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -176,20 +178,32 @@ class CorpusStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
+                # each thread uses only its own connection; the check is off so close_all may close every one
                 conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S,
-                                       factory=_Connection)
+                                       factory=_Connection, check_same_thread=False)
                 conn._hiera_path = str(self.path)
                 conn.execute("PRAGMA journal_mode=DELETE")
             except sqlite3.DatabaseError as e:
                 raise HieraError(f"{self.path}: cannot open corpus store ({e})") from None
             self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
         return conn
 
     def close(self) -> None:
+        """Close this thread's connection (another call opens a new one)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def close_all(self) -> None:
+        """Close every thread's connection: the store is done with (a closed collection's file handles go now)."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
     # -- meta ----------------------------------------------------------
     def _meta(self, key: str) -> str | None:

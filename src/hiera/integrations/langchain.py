@@ -18,7 +18,7 @@ the passage id (else the document id), and its metadata are
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from hiera.integrations import missing_extra
 
@@ -54,8 +54,9 @@ class HieraRetriever(BaseRetriever):
     method: str = "dhr"
     """The retrieval method (``hiera methods`` lists them)."""
     k: int = 10
-    level: Literal["passage", "doc"] | None = None
-    """Rank passages or documents (default: the method's first level)."""
+    level: str | None = None
+    """Rank passages (``passage``) or documents (``doc``); default: the method's first level. Checked by the
+    registry, so a level the method does not rank is the same ``BadInputError`` as on every other surface."""
     params: dict[str, Any] = {}
     """Method parameters by their ``--set`` names, e.g. ``{"lam": 1.5, "top_docs": 50}``."""
     filter: str | None = None

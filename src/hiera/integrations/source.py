@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from hiera.client import HieraClient
-from hiera.errors import BadInputError, HieraError
+from hiera.errors import BadInputError, CollectionChangedError, HieraError
 from hiera.results import Hit, Results, check_k, check_level
 from hiera.spec import METHODS, Level, method, methods_json, reader_spec
+
+T = TypeVar("T")
 
 
 def hit_metadata(hit: Hit, results: Results) -> dict[str, Any]:
@@ -105,11 +108,16 @@ class LocalSource:
         self._lock = threading.Lock()
 
     def _follow(self) -> None:
-        """Open the newer build when a change was committed since this one (one SQL read), as ``hiera serve`` does:
-        a source made from a directory answers from the collection as it is now. While documents are ingested but
-        not yet built, the reopen fails in one line (``run hiera build``) rather than answer from an older state."""
+        """Open the newer build when one went live since this one (a changed corpus version: one SQL read; a
+        rebuild, a compaction or ``hiera tune``: one readlink), as ``hiera serve`` does: a source made from a
+        directory answers from the collection as it is now. While documents are ingested but not yet built, the
+        reopen fails in one line (``run hiera build``) rather than answer from an older state."""
         col = self.col
-        if self._root is None or col.store.version == col.manifest.corpus_version:
+        if self._root is None:
+            return
+        from hiera.index.publish import live_build_dir
+
+        if col.store.version == col.manifest.corpus_version and live_build_dir(self._root) in (None, col.build_dir):
             return
         from hiera.builds import open_collection
 
@@ -135,12 +143,23 @@ class LocalSource:
                 self._retrievers[name] = get_retriever(name, self.col)
             return self._retrievers[name]
 
+    def _followed(self, run: Callable[[], T]) -> T:
+        """``run()`` on the live build; once more on the next one when another process removed what it found while
+        it ran (a directory source; an opened collection is a snapshot and says so)."""
+        self._follow()
+        try:
+            return run()
+        except CollectionChangedError:
+            if self._root is None:
+                raise
+            self._follow()
+            return run()
+
     def search(self, query: str, k: int, method: str, level: Level | None, params: dict[str, Any],
                filter: str | None = None) -> Results:
         checked = check_request(method, k, level, params)
-        self._follow()
-        return self._retriever(method).search(query, k=k, level=level, **({"filter": filter} if filter else {}),
-                                              **checked)
+        return self._followed(lambda: self._retriever(method).search(
+            query, k=k, level=level, **({"filter": filter} if filter else {}), **checked))
 
     def can_answer(self) -> bool:
         return self.reader is not None
@@ -152,10 +171,10 @@ class LocalSource:
         from hiera.read.pipeline import answer
 
         checked = check_request(method, k, "passage", params)
-        self._follow()
-        out = answer(self._retriever(method), self.reader, query, k=k,
-                     search_params={**checked, **({"filter": filter} if filter else {})},
-                     read_params=reader_spec().check(read), sep=self.col.store.title_sep)
+        reader = self.reader
+        out = self._followed(lambda: answer(self._retriever(method), reader, query, k=k,
+                                            search_params={**checked, **({"filter": filter} if filter else {})},
+                                            read_params=reader_spec().check(read), sep=self.col.store.title_sep))
         return out.to_dict()
 
     def reader_defaults(self) -> dict[str, Any]:

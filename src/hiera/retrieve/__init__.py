@@ -7,8 +7,10 @@ parameters for the CLI, the API, the page and the evaluator).
 
 from __future__ import annotations
 
+from os import PathLike
 from typing import Any
 
+from hiera.errors import BadInputError
 from hiera.results import Hit, Results, StageScore, TraceStep
 from hiera.retrieve.protocol import Retriever
 from hiera.spec import Level, method, method_names
@@ -17,6 +19,10 @@ RETRIEVERS = method_names()
 
 
 def get_retriever(name: str, collection: Any, **defaults: Any) -> Retriever:
+    """The retriever ``name`` over an opened ``collection`` (:func:`hiera.open_collection`)."""
+    if isinstance(collection, str | PathLike):
+        raise BadInputError(f"get_retriever takes an opened collection, not the path {str(collection)!r}: "
+                            "pass hiera.open_collection(path)")
     return method(name).load()(collection, **defaults)
 
 

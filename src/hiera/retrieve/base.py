@@ -104,11 +104,17 @@ class BaseRetriever:
         self, queries: Sequence[str], k: int = 10, level: Level | None = None, filter: str | Allowed | None = None,
         **params: Any,
     ) -> list[Results]:
+        if getattr(self.col, "closed", False):
+            raise HieraError(f"the collection {self.col.root} was closed; open it again to search it")
         self.col.check_method(self.name)
+        if isinstance(queries, str):  # a str is a sequence too: each character would be searched
+            raise BadInputError("batch_search takes a list of queries; search one with search()")
         qs = [check_query(q) for q in queries]
         k = check_k(k)
         lvl = self._level(level)
         p = {**self.defaults, **self._check_params({k_: v for k_, v in params.items() if v is not None})}
+        if not qs:
+            return []
         t = time.perf_counter()
         allowed = self.compile_filter(filter)
         filter_ms = (time.perf_counter() - t) * 1000
