@@ -187,7 +187,9 @@ def _common(sp: argparse.ArgumentParser, fmts: str, lr: str) -> None:
     sp.add_argument("--questions", required=True, help="training questions (never the ones you report on)")
     sp.add_argument("--format", required=True, help=f"question format: {fmts}")
     sp.add_argument(
-        "--out", required=True, help="model directory to write (replaced only when training succeeds)"
+        "--out", required=True,
+        help="model directory to write: new, empty, or one this command wrote before (replaced only when training "
+        "succeeds)",
     )
     sp.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
     sp.add_argument(

@@ -37,6 +37,7 @@ from hiera.io import write_json_atomic
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.train.args import TrainArgs
 from hiera.train.common import (
+    check_out,
     device_report,
     peak_rss_mb,
     publish,
@@ -173,7 +174,7 @@ def train_biencoder(
     args.check()
     require_training_libs()
     kinds = check_kinds(args.level, args.negatives)  # type: ignore[arg-type]
-    out = Path(out)
+    out = check_out(out, "hiera-train.json", "model trained by hiera train")
     col = open_collection(index)
     t0 = time.perf_counter()
     pool = PassagePool.from_collection(col)

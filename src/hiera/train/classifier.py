@@ -70,7 +70,8 @@ from hiera.sets.expr import And, Atom, Diff, Expr, Or, atoms
 from hiera.sets.parser import SetParser, get_parser
 from hiera.sets.queries import SetQuery
 from hiera.train.args import ClassifierArgs
-from hiera.train.common import digest, holdout, require_training_libs
+from hiera.train.common import check_out, digest, holdout, require_training_libs
+from hiera.train.reranker import META_FILE as RERANKER_META_FILE
 from hiera.train.reranker import fit_cross_encoder
 
 Relation = Literal["in", "out", "within"]
@@ -330,6 +331,7 @@ def train_classifier(
 ) -> dict[str, Any]:
     """``hiera train-classifier``: units and labels, balanced pairs, BCE training, publish ``out``."""
     args.check()
+    check_out(out, RERANKER_META_FILE, "classifier")
     require_training_libs()
     t0 = time.perf_counter()
     if not queries:

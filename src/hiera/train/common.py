@@ -181,6 +181,23 @@ def train_resumed(trainer: Any, resume: str | None) -> Any:
         trainer.remove_callback(guard)
 
 
+def check_out(out: str | Path, marker: str, what: str) -> Path:
+    """``out`` if a finished training may replace it: absent, an empty directory, or a {what} a training wrote
+    (it holds ``marker``). Anything else (a collection, another kind of model, a folder of the user's files) is
+    refused in one line before any work: publishing swaps the whole directory out and deletes it."""
+    out = Path(out)
+    if not out.exists():
+        return out
+    if not out.is_dir():
+        raise BadInputError(f"--out {out} is a file; give a directory for the {what}")
+    if (out / marker).is_file() or not any(out.iterdir()):
+        return out
+    raise BadInputError(
+        f"--out {out} already holds something that is not a {what} (no {marker}); a finished training replaces "
+        "the whole directory, so give a new or empty one"
+    )
+
+
 def publish(tmp: Path, dest: Path) -> None:
     """Replace ``dest`` with the finished ``tmp`` directory; a failure leaves the old one in place.
 

@@ -46,6 +46,7 @@ from hiera.fetchhr.model import FetchHRModel, HeadConfig, LayerStates, encoder_r
 from hiera.io import load_npy, write_atomic, write_json_atomic
 from hiera.models import autocast_dtype
 from hiera.train.common import (
+    check_out,
     device_report,
     digest,
     peak_rss_mb,
@@ -216,7 +217,7 @@ def train_fetchhr(
     from hiera.fetchhr.rnet import RNetSet
 
     args.check()
-    out = Path(out)
+    out = check_out(out, "hiera-train.json", "FetchHR model")
     t0 = time.perf_counter()
     col = open_collection(index)
     if "passage" not in col.manifest.models:

@@ -36,10 +36,18 @@ from hiera.errors import HieraError
 from hiera.eval.questions import Question
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.read.features import make_windows, token_span
-from hiera.read.model import interpolate_weights, load_reader_model, new_reader_model, read_meta, save_reader
+from hiera.read.model import (
+    META_FILE,
+    interpolate_weights,
+    load_reader_model,
+    new_reader_model,
+    read_meta,
+    save_reader,
+)
 from hiera.train import negatives as neg
 from hiera.train.args import ReaderArgs
 from hiera.train.common import (
+    check_out,
     peak_rss_mb,
     publish,
     questions_digest,
@@ -241,7 +249,7 @@ def train_reader(
 
     datasets.disable_progress_bars()
     t0 = time.perf_counter()
-    out = Path(out)
+    out = check_out(out, META_FILE, "reader")
     col = open_collection(index)
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)

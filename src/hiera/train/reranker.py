@@ -34,6 +34,7 @@ from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.train import negatives as neg
 from hiera.train.args import RerankerArgs
 from hiera.train.common import (
+    check_out,
     holdout,
     pairs_digest,
     peak_rss_mb,
@@ -243,6 +244,7 @@ def train_reranker(
 ) -> dict[str, Any]:
     """``hiera train-reranker``: pairs, BCE training, threshold calibration, publish ``out``."""
     args.check()
+    check_out(out, META_FILE, "reranker")
     require_training_libs()
     t0 = time.perf_counter()
     col = open_collection(index)
