@@ -8,6 +8,9 @@ else escaping is a bug in hiera.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 class HieraError(Exception):
     """Base class for errors caused by input, configuration or state."""
@@ -75,3 +78,20 @@ class ShardUnavailableError(HieraError):
             "a result without it would be incomplete, so none is returned: retry shortly, or ask for partial "
             "results with partial=true"
         )
+
+
+def exceptions_only(fn: Callable[[], Any]) -> Any:
+    """``fn()``, with a failure that is not an ``Exception`` raised as one (``RuntimeError``).
+
+    A Rust extension's panic (the tokenizers' ``PanicException``) is a ``BaseException``: it passes every
+    ``except Exception`` a server has, so an HTTP request got a plain-text error page and an MCP server died.
+    Interrupts and exits pass through unchanged.
+    """
+    try:
+        return fn()
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception:
+        raise
+    except BaseException as e:
+        raise RuntimeError(f"{type(e).__name__}: {e}") from e

@@ -189,3 +189,24 @@ def test_weights_interpolate_only_between_readers_of_one_network(tiny_reader: Pa
     model.qa = torch.nn.Linear(model.qa.in_features, 3)
     with pytest.raises(HieraError, match="not the network"):
         interpolate_weights(model, tiny_reader, 0.5)
+
+
+def test_a_question_longer_than_half_a_window_is_read_by_its_beginning(reader: Reader, squad_tiny):
+    """A pasted paragraph as the question (under the 2,000-character query limit) used to panic the tokenizer
+    ('stride' must be strictly less than max_len); the reader now reads its first tokens, up to half a window."""
+    from hiera.read.features import fit_question, make_windows
+
+    root, qfile = squad_tiny
+    q = load_squad(qfile, rules=RULES)[0]
+    store = open_collection(root).store
+    p = next(p for _, p in store.iter_passages([q.metadata["title"]]) if p.id == sorted(q.gold_passages)[0])
+    max_length, stride = reader.meta["max_length"], reader.meta["stride"]
+    long_q = (q.text + " ") * 25
+    assert len(long_q) < 2000 and len(reader.tokenizer.tokenize(long_q)) > max_length
+    answers = reader.read(long_q, [(p.title(), p.text)])
+    assert answers and p.text[answers[0].start : answers[0].end] == answers[0].text
+    cut = fit_question(reader.tokenizer, long_q, max_length, stride)
+    assert long_q.startswith(cut) and len(reader.tokenizer.tokenize(cut)) == min(max_length // 2, max_length - stride - 4)
+    assert fit_question(reader.tokenizer, q.text, max_length, stride) == q.text  # short: unchanged
+    windows = make_windows(reader.tokenizer, long_q, [(p.title(), p.text)], 40, 15)  # a tight window, as training
+    assert windows.context.any(axis=1).all()  # every window reads some of the passage

@@ -39,3 +39,20 @@ def test_too_many_pending_searches_get_503(client_plain: TestClient, monkeypatch
     time.sleep(1.0)
     monkeypatch.undo()
     assert client_plain.get(BEE_SEARCH).status_code == 200  # the pool drains: normal service again
+
+
+def test_a_panic_in_a_search_is_a_json_500(client_plain: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Rust extension's panic (a BaseException, not an Exception) still gets the JSON 500 with a one-line detail."""
+
+    class Panic(BaseException):
+        pass
+
+    def panics(self, *a, **k):
+        raise Panic("'stride' must be strictly less than 'max_len'")
+
+    monkeypatch.setattr(Bm25Retriever, "_search", panics)
+    r = TestClient(client_plain.app, raise_server_exceptions=False).get(BEE_SEARCH)  # as a real client sees it
+    assert r.status_code == 500
+    assert one_line_detail(r) == "internal error (RuntimeError): Panic: 'stride' must be strictly less than 'max_len'"
+    monkeypatch.undo()
+    assert client_plain.get(BEE_SEARCH).status_code == 200

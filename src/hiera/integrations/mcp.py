@@ -42,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise missing_extra("mcp", "the mcp SDK", "mcp") from None
 
-from hiera.errors import BadInputError, HieraError
+from hiera.errors import BadInputError, HieraError, exceptions_only
 from hiera.integrations.source import Source, hit_metadata
 from hiera.results import Results
 from hiera.spec import MAX_K, MAX_QUERY_CHARS, METHODS, READERS, Param, reader_spec
@@ -316,7 +316,8 @@ def create_server(source: Source) -> Server:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
         try:
-            data, text = await anyio.to_thread.run_sync(lambda: call(source, params.name, args, schemas), limiter=limiter)
+            data, text = await anyio.to_thread.run_sync(
+                lambda: exceptions_only(lambda: call(source, params.name, args, schemas)), limiter=limiter)
         except HieraError as e:
             return types.CallToolResult(content=[types.TextContent(text=str(e))], is_error=True)
         except Exception as e:  # a bug in hiera, reported to the agent; the server goes on

@@ -76,6 +76,24 @@ def passage_parts(text: str, part_words: int) -> list[tuple[int, int]]:
     return out
 
 
+def fit_question(tokenizer, question: str, max_length: int, stride: int) -> str:  # noqa: ANN001
+    """``question`` cut to its first tokens when it would leave a window too little of the passage.
+
+    A window is the question, the passage's tokens and 3 special tokens; the tokenizer needs more passage room
+    than ``stride``, and a reader learns nothing from a window that is mostly question. So a question keeps at
+    most half the window (and always room for more than ``stride`` passage tokens); a longer one, such as a pasted
+    paragraph, is read by its beginning instead of failing.
+    """
+    keep = min(max_length // 2, max_length - stride - 4)
+    if keep < 1:
+        raise BadInputError(f"max_length {max_length} with stride {stride} leaves no room for the question")
+    enc = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    if len(offsets) <= keep:
+        return question
+    return question[: offsets[keep - 1][1]]
+
+
 def make_windows(
     tokenizer,  # noqa: ANN001 - a Hugging Face fast tokenizer
     question: str,
@@ -93,6 +111,7 @@ def make_windows(
         raise BadInputError("the question is empty")
     if not passages:
         return _empty(max_length)
+    question = fit_question(tokenizer, question, max_length, stride)
     if part_words > 0 and any(len(x.split()) > part_words for _, x in passages):
         return _windows_of_parts(tokenizer, question, passages, max_length, stride, part_words)
     seconds, shifts = zip(*(passage_input(t, x) for t, x in passages), strict=True)

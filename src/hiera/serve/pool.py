@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from hiera.errors import HieraError
+from hiera.errors import HieraError, exceptions_only
 from hiera.serve.guard import MAX_PENDING_SEARCHES, SEARCH_TIMEOUT_S, SEARCH_WORKERS
 
 
@@ -53,7 +53,7 @@ class SearchPool:
             if self.executor is None:
                 self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="hiera-search")
             executor = self.executor
-        fut = executor.submit(fn)
+        fut = executor.submit(exceptions_only, fn)
         fut.add_done_callback(lambda _: self._done())
         try:
             return await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout)
@@ -114,3 +114,4 @@ class Gate:
         with self._cond:
             self._write = False
             self._cond.notify_all()
+
