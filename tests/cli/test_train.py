@@ -298,7 +298,10 @@ def test_train_reader_interpolates_toward_its_init_without_training_again(squad_
                 assert np.allclose(v, start[f][k] + 0.25 * (trained[f][k] - start[f][k]), atol=1e-6), (f, k)
     assert json.loads((out / "hiera-reader.json").read_text())["init"]["interpolate"] == 0.25
     plain = [a for a in run if a != "--init" and a != str(tiny_reader)]
-    for bad, says in (([*plain, "--interpolate", "0.5"], "--init"), ([*run, "--interpolate", "1.5"], "(0, 1]")):
+    onto_init = [*[str(tiny_reader) if a == str(out) else a for a in run], "--interpolate", "0.5"]
+    for bad, says in (([*plain, "--interpolate", "0.5"], "--init"), ([*run, "--interpolate", "1.5"], "(0, 1]"),
+                      (onto_init, "--interpolate needs an --out other than --init"),
+                      ([*run, "--max-length", "1024"], "--max-length 1024 is longer than the 512 positions")):
         assert main(bad) == 2
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1

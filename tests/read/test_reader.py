@@ -81,6 +81,20 @@ def test_bad_input_is_one_clear_error(reader: Reader, squad_tiny, tmp_path: Path
         Reader(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("damaged", ["model.safetensors", "reader-heads.safetensors"])
+def test_a_reader_with_truncated_weights_is_one_line(tiny_reader: Path, tmp_path: Path, damaged: str):
+    from hiera.read.model import HEADS_FILE
+
+    assert damaged in ("model.safetensors", HEADS_FILE)
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_reader, bad)
+    with open(bad / damaged, "r+b") as fh:
+        fh.truncate(100)
+    with pytest.raises(HieraError, match="cannot (load|read) the reader's") as e:
+        Reader(bad)
+    assert "\n" not in str(e.value)
+
+
 def test_a_reader_whose_parts_disagree_is_refused(tiny_reader: Path, tmp_path: Path):
     bad = tmp_path / "rd"
     shutil.copytree(tiny_reader, bad)

@@ -169,6 +169,7 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 def load_reader_model(path: Path) -> tuple[Any, Any, dict[str, Any]]:
     """(model in eval mode, tokenizer, metadata); refuses a directory whose parts disagree."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
     from transformers import AutoModel, AutoTokenizer
 
@@ -183,8 +184,9 @@ def load_reader_model(path: Path) -> tuple[Any, Any, dict[str, Any]]:
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True, **LOCAL_ONLY)
             encoder = AutoModel.from_pretrained(str(path), **LOCAL_ONLY)
-        except (OSError, ValueError) as e:
-            raise HieraError(f"{path}: cannot load the reader's encoder or tokenizer ({e})") from None
+        except (OSError, ValueError, SafetensorError) as e:  # missing, unreadable, or damaged (truncated) files
+            raise HieraError(f"{path}: cannot load the reader's encoder or tokenizer "
+                             f"({' '.join(str(e).split())})") from None
     cfg = encoder.config
     if len(tokenizer) != meta["tokenizer_size"]:
         raise HieraError(
@@ -199,7 +201,10 @@ def load_reader_model(path: Path) -> tuple[Any, Any, dict[str, Any]]:
     if len(tokenizer) > int(cfg.vocab_size):
         raise HieraError(f"{path}: the tokenizer has more tokens ({len(tokenizer)}) than the encoder's vocabulary")
     model = _torch_module()(encoder)
-    heads = load_file(str(path / HEADS_FILE))
+    try:
+        heads = load_file(str(path / HEADS_FILE))
+    except (OSError, SafetensorError) as e:
+        raise HieraError(f"{path}: cannot read the reader's heads ({HEADS_FILE}: {' '.join(str(e).split())})") from None
     try:
         model.qa.load_state_dict({k[3:]: v for k, v in heads.items() if k.startswith("qa.")})
         model.select.load_state_dict({k[7:]: v for k, v in heads.items() if k.startswith("select.")})

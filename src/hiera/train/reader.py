@@ -32,7 +32,7 @@ from tqdm import tqdm
 from hiera.builds import open_collection
 from hiera.collection import Collection
 from hiera.encode import model_fingerprint, resolve_model_path
-from hiera.errors import HieraError
+from hiera.errors import BadInputError, HieraError
 from hiera.eval.questions import Question
 from hiera.models import LOCAL_ONLY, check_weights, quiet_transformers
 from hiera.read.features import make_windows, token_span
@@ -250,6 +250,10 @@ def train_reader(
     datasets.disable_progress_bars()
     t0 = time.perf_counter()
     out = check_out(out, META_FILE, "reader")
+    if args.init and args.interpolate is not None and out.resolve() == Path(args.init).resolve():
+        # a rerun would resume the checkpoint trained from the first reader and mix it with its own output
+        raise BadInputError("--interpolate needs an --out other than --init: the reader it starts from must stay "
+                            "as it was")
     col = open_collection(index)
     pool = PassagePool.from_collection(col)
     qs = sample_questions(questions, args.max_examples, args.seed)
@@ -257,6 +261,10 @@ def train_reader(
     base = Path(args.init) if args.init else resolve_model_path(args.base_model)
     transformers.set_seed(args.seed)
     tokenizer, model = base_reader(args)
+    positions = int(getattr(model.encoder.config, "max_position_embeddings", 0) or 0)
+    if positions and args.max_length > positions:
+        raise BadInputError(f"--max-length {args.max_length} is longer than the {positions} positions "
+                            f"{args.init or args.base_model} reads")
     groups, rep = reader_groups(col, pool, tokenizer, qs, args, args.progress)
     replayed = []
     for index_r, questions_r in replay:
