@@ -63,3 +63,21 @@ def test_eval_says_which_retrievers_it_does_not_read(squad_tiny, tiny_reader: Pa
     assert main([*base, "--retrievers", "bm25-doc"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--reader reads passages, and bm25-doc ranks documents only" in err
+
+
+def test_answer_reranks_to_the_depth_asked(squad_tiny, tiny_reader: Path, reranker_dir: Path, capsys):
+    """--rerank-depth means what it means on search, eval and serve: the first N are rescored, the rest kept."""
+    root, qfile = squad_tiny
+    q = load_squad(qfile, rules=RULES)[0]
+    assert main(["answer", str(root), q.text, "--reader", str(tiny_reader), "-r", "bm25", "-k", "4", "--json",
+                 "--rerank", str(reranker_dir), "--rerank-depth", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (step,) = [s for s in out["trace"] if s["name"] == "rerank"]
+    assert step["detail"]["depth"] == 2 and out["params"]["rerank_depth"] == 2 and len(out["passages"]) == 4
+
+
+def test_eval_names_the_option_past_the_limit(squad_tiny, tiny_reader: Path, capsys):
+    root, qfile = squad_tiny
+    assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
+                 "--reader", str(tiny_reader), "--read-k", "1,1500", "-q"]) == 2
+    assert "--read-k 1500 is larger than the limit 1000" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
             from hiera.retrieve.rerank import RerankRetriever
 
             retriever = RerankRetriever(retriever, Reranker(args.rerank, device=placement.device),
-                                        depth=max(args.rerank_depth, args.k))
+                                        depth=args.rerank_depth)  # as search, eval and serve rerank
         return answer(retriever, reader, args.query, k=args.k,
                       search_params={**search_params[args.retriever], **({"filter": args.filter} if args.filter else {})},
                       read_params=read_params, sep=col.store.title_sep)

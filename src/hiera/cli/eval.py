@@ -75,7 +75,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if read_ks and read_ks[-1] > ks[-1]:
         ks = sorted({*ks, read_ks[-1]})  # the reader needs that many passages retrieved
     if ks[-1] > MAX_K:
-        raise BadInputError(f"--ks {ks[-1]} is larger than the limit {MAX_K}")
+        given = "--read-k" if read_ks and read_ks[-1] == ks[-1] else "--ks"
+        raise BadInputError(f"{given} {ks[-1]} is larger than the limit {MAX_K}")
     reader = None
     if args.reader:
         from hiera.read.reader import Reader
