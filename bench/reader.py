@@ -102,10 +102,7 @@ def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[i
     """Decoding weights calibrated (:mod:`hiera.read.calibrate`) on train questions, never dev: those of
     ``tune_file`` (SQuAD train articles the reader never trained on), else the reader's unseen ones."""
     from hiera.eval.questions import load_questions
-    from hiera.eval.read import score_answer
-    from hiera.read.calibrate import calibrate, grid_of, spans_of
-    from hiera.read.pipeline import title_line
-    from hiera.spec import reader_spec
+    from hiera.eval.tune_reader import tune_reader
     from hiera.train.common import sample_questions
 
     train = load_questions(data_dir() / "squad" / "train-du2017-44articles.json", "squad", rules=col.store.rules)
@@ -119,12 +116,7 @@ def tune_decoding(reader: Any, col: Any, retriever: Any, n: int, read_ks: list[i
         seen = {q.id for q in sample_questions(train, a.get("max_examples"), a.get("seed", 42))}
         unseen = [q for q in train if q.id not in seen]
     qs = spread_sample(unseen or train, n, seed=1)
-    p = reader.params()
-    readings = []
-    for res, q in zip(retriever.batch_search([q.text for q in qs], k=max(read_ks), level="passage"), qs, strict=True):
-        lg = reader.logits(q.text, [(title_line(h, sep), h.text) for h in res.hits])
-        readings.append((spans_of(lg, p["max_answer_tokens"]), lambda pred, q=q: score_answer(pred, q)[0]))
-    out = calibrate(readings, read_ks, grid_of(reader_spec()))
+    out = tune_reader(reader, retriever, qs, read_ks, sep)  # the reading and the grid of `hiera tune-reader`
     out["questions_seen_in_training"] = not unseen
     return out
 

@@ -81,3 +81,35 @@ def test_eval_names_the_option_past_the_limit(squad_tiny, tiny_reader: Path, cap
     assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
                  "--reader", str(tiny_reader), "--read-k", "1,1500", "-q"]) == 2
     assert "--read-k 1500 is larger than the limit 1000" in capsys.readouterr().err
+
+
+def test_tune_reader_saves_the_calibrated_decoding_the_reader_then_uses(squad_tiny, tiny_reader: Path, tmp_path: Path,
+                                                                       capsys):
+    import shutil
+
+    from hiera.read.model import META_FILE
+    from hiera.read.reader import Reader
+
+    root, qfile = squad_tiny
+    reader = tmp_path / "reader"
+    shutil.copytree(tiny_reader, reader)
+    run = ["tune-reader", str(root), "--reader", str(reader), "--questions", str(qfile), "--format", "squad",
+           "--retriever", "bm25", "--read-k", "1,3", "-q"]
+    assert main([*run, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["saved"] is False and "decoding" not in json.loads((reader / META_FILE).read_text())
+    assert main(run) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["saved"] is True and out["retriever"] == "bm25" and out["chosen"] == dry["chosen"]
+    meta = json.loads((reader / META_FILE).read_text())
+    assert meta["decoding"] == out["chosen"] and meta["decoding_calibration"]["read_ks"] == [1, 3]
+    params = Reader(reader).params()
+    assert {k: params[k] for k in out["chosen"]} == out["chosen"]  # the reader's defaults from now on
+    # the EM the report gives for the chosen setting is what eval measures with the saved reader
+    assert main(["eval", str(root), "--questions", str(qfile), "--format", "squad", "--retrievers", "bm25",
+                 "--reader", str(reader), "--read-k", "1,3", "--ks", "3", "--latency-sample", "0", "--json",
+                 "-q"]) == 0
+    m = json.loads(capsys.readouterr().out)["bm25"]
+    assert round(100 * m["em@1"], 2) == out["chosen_em"]["em@1"] and round(100 * m["em@3"], 2) == out["chosen_em"]["em@3"]
+    assert main([*run[:-3], "--read-k", "5", "-q"]) == 2
+    assert "--read-k takes two or more positive read-ks" in capsys.readouterr().err

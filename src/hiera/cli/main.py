@@ -23,7 +23,7 @@ from hiera.errors import HieraError
 # Sub-commands that load encoder or cross-encoder weights (they take --trust-pickle).
 MODEL_COMMANDS = frozenset({
     "build", "search", "add", "eval", "tune", "serve", "train", "train-reranker", "train-classifier",
-    "train-reader", "answer", "sets", "demo", "mcp",
+    "train-reader", "tune-reader", "answer", "sets", "demo", "mcp",
 })
 # In the order `hiera --help` lists them.
 COMMAND_MODULES = (corpus, build, search, eval, train, serve, mcp, demo, sets, check, answer)

@@ -1,5 +1,6 @@
 """``hiera train`` (dual encoders), ``hiera train-reranker`` and ``hiera train-classifier`` (cross-encoders),
-``hiera train-reader`` (the extractive reader) and ``hiera train-fetchhr`` (FetchHR's per-layer heads)."""
+``hiera train-reader`` (the extractive reader) and ``hiera tune-reader`` (its decoding), and ``hiera train-fetchhr``
+(FetchHR's per-layer heads)."""
 
 from __future__ import annotations
 
@@ -182,6 +183,34 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune_reader(args: argparse.Namespace) -> int:
+    """Calibrate the reader's decoding over the collection's retrieval of train questions; saved in the reader."""
+    from hiera.builds import open_collection
+    from hiera.eval.tune_reader import tune_reader
+    from hiera.index.exact import resolve_placement
+    from hiera.read.calibrate import save_decoding
+    from hiera.read.reader import Reader
+    from hiera.retrieve import get_retriever
+    from hiera.train.common import sample_questions
+
+    placement = resolve_placement(args.device, "auto")
+    reader = Reader(args.reader, device=placement.device)  # not a reader: refused before the collection loads
+    read_ks = sorted({int(x) for x in args.read_k.split(",") if x.strip()}) if args.read_k.strip() else []
+    if not read_ks or read_ks[0] < 1 or len(read_ks) < 2:
+        raise BadInputError(f"--read-k takes two or more positive read-ks, like 1,5,20 (got {args.read_k!r})")
+    col = open_collection(args.index, device=args.device)
+    name = args.retriever or ("dhr" if "dense" in col.built else "bm25")
+    retriever = get_retriever(name, col)
+    qs = sample_questions(questions_of(args), args.max_examples, args.seed)
+    report = tune_reader(reader, retriever, qs, read_ks, col.store.title_sep, progress=not args.quiet)
+    if not args.dry_run:
+        save_decoding(args.reader, report["chosen"], report)
+    print(json.dumps({"reader": args.reader, "retriever": name, "questions": report["questions"],
+                      "chosen": report["chosen"], "chosen_em": report["chosen_em"],
+                      "never_loses": report["any_never_loses"], "saved": not args.dry_run}, indent=2))
+    return 0
+
+
 def _common(sp: argparse.ArgumentParser, fmts: str, lr: str) -> None:
     sp.add_argument("index", help="a built collection (BM25 is needed for positives and negatives)")
     sp.add_argument("--questions", required=True, help="training questions (never the ones you report on)")
@@ -336,3 +365,21 @@ def register(add: AddCommand) -> None:
     sp.add_argument("--interpolate", type=float, default=None, metavar="W",
                     help="with --init: save init + W·(trained − init), 0 < W ≤ 1, so the reader keeps more of what "
                          "--init read well (a weight-space ensemble); another W reuses the run's last checkpoint")
+
+    sp = add("tune-reader", cmd_tune_reader,
+             "calibrate a reader's decoding (passage_weight, rank_weight, merge) on train questions so that reading "
+             "more passages does not lose answers on average; saved in the reader as its defaults")
+    sp.add_argument("index", help="a built collection that holds the questions' answers")
+    sp.add_argument("--reader", required=True, help="a reader directory from hiera train-reader")
+    sp.add_argument("--questions", required=True, help="train questions the reader was not trained on, if you "
+                    "have them (never the ones you report on)")
+    sp.add_argument("--format", required=True, help=f"question format: {fmts}")
+    sp.add_argument("--retriever", default=None,
+                    help="the method whose passages are read (default: dhr, or bm25 on a build without dense)")
+    sp.add_argument("--read-k", default="1,5,20", help="passages read per question, the read-ks to keep from losing")
+    sp.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
+    sp.add_argument("--max-examples", type=positive_int, default=200,
+                    help="a seeded sample of N questions (each is read at the largest read-k)")
+    sp.add_argument("--seed", type=int, default=42)
+    sp.add_argument("--dry-run", action="store_true", help="report the choice without saving it")
+    add_device_option(sp)
