@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results.append(row)
         print(f"{cfg['name']}: held-back reading comprehension EM {rc['em']:.1f} F1 {rc['f1']:.1f}, over BM25 "
               + ", ".join(f"EM@{k} {od[f'em@{k}']:.1f}" for k in OPEN_KS) + f"; {rep['steps']} steps in {fit.seconds:.0f}s "
-              f"(loss {rep['train_loss']:.3f}{', stopped by the budget' if rep['stopped_by_budget'] else ''}); "
+              f"(loss {'not logged' if rep['train_loss'] is None else format(rep['train_loss'], '.3f')}{', stopped by the budget' if rep['stopped_by_budget'] else ''}); "
               f"judged in {judge_s:.0f}s", flush=True)
         if best is None or (score, rc["f1"]) > (best["score"], best["rc_f1"]):
             best = row

@@ -290,6 +290,9 @@ def test_train_reader_interpolates_toward_its_init_without_training_again(squad_
     assert main([*run, "--interpolate", "0.25"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["train"]["resumed_from"].endswith(f"checkpoint-{steps}") and report["train"]["steps"] == steps
+    # the record describes the model, not this call's zero new steps
+    assert report["train"]["steps_this_call"] == 0 and report["train"]["steps_per_second"] == 0
+    assert report["train"]["train_loss"] is None or report["train"]["train_loss"] > 0
     mixed = {f: load_file(str(out / f)) for f in files}
     for f in files:
         assert mixed[f].keys() == trained[f].keys()

@@ -235,14 +235,30 @@ def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], 
     """What every trainer records of its run: steps, final loss, time, whether the budget stopped it, resume point,
     and where it ran (:func:`device_report`)."""
     steps = int(trainer.state.global_step)
-    return {
+    start = _checkpoint_step(resume)
+    report: dict[str, Any] = {
         "steps": steps,
         "train_loss": float(result.training_loss),
         "seconds": round(seconds, 1),
         "stopped_by_budget": bool(callbacks and callbacks[0].stopped_early),
         "resumed_from": resume,
-        **device_report(device, steps, seconds),
+        **device_report(device, steps - start, seconds),
     }
+    if start:
+        # the trainer's own loss covers only the steps of this call (0 when a finished run is resumed): the
+        # model's is the mean of every loss logged since step 1, which the checkpoint's state carries
+        logged = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
+        report["train_loss"] = round(sum(logged) / len(logged), 4) if logged else None
+        report["steps_this_call"] = steps - start
+    return report
+
+
+def _checkpoint_step(resume: str | None) -> int:
+    """The global step a ``checkpoint-N`` directory was saved at (0 for a fresh run)."""
+    if not resume:
+        return 0
+    tail = Path(resume).name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def device_report(device: str, steps: int, seconds: float) -> dict[str, Any]:

@@ -316,7 +316,9 @@ def train_reader(
     model.eval()
     save_reader(model, tokenizer, tmp, meta)
     publish(tmp, out)
-    log(f"reader: {meta['train']['steps']} steps in {fit.seconds:.0f}s (loss {meta['train']['train_loss']:.3f}) → {out}")
+    loss = meta["train"]["train_loss"]
+    log(f"reader: {meta['train']['steps']} steps in {fit.seconds:.0f}s "
+        f"(loss {'not logged' if loss is None else f'{loss:.3f}'}) → {out}")
     return meta
 
 
