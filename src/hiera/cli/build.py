@@ -116,7 +116,9 @@ def register(add: AddCommand) -> None:
                     help=f"index types and the default method's settings: small (Flat indexes, the hybrid-max document "
                          f"stage over every passage), large ({LARGE_FACTORY} graphs, {COMPRESSED_FACTORY} from "
                          f"{COMPRESSED_AT:,} passages: approximate search, cost grows far slower than passages), auto "
-                         f"(large from {LARGE_AT:,} passages); recorded in the manifest")
+                         f"(large from {LARGE_AT:,} passages); recorded in the manifest. A sharded build (--shards) "
+                         f"keeps Flat indexes, whose per-shard results merge exactly; the profile then sets the "
+                         f"default method's settings only")
     sp.add_argument("--passage-index", default=None,
                     help="FAISS factory string (Flat, HNSW32, IVF1024,PQ32 …); default: the profile's")
     sp.add_argument("--doc-index", default=None, help="FAISS factory string of the document indexes; default: the profile's")
