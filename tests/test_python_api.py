@@ -54,7 +54,8 @@ def test_add_documents_again_and_again_keeps_one_build(collection_dir: Path, tmp
     extra = helpers.make_extra_docs()
     for i, doc in enumerate(extra):
         src = helpers.write_jsonl(tmp_path / f"add{i}.jsonl", [doc])
-        report = hiera.add_documents(root, [src], "hiera-jsonl", log=helpers.QUIET, progress=False)
+        one = str(src) if i % 2 else [src]  # one file may be given as itself
+        report = hiera.add_documents(root, one, "hiera-jsonl", log=helpers.QUIET, progress=False)
         assert report.documents == 1
         assert [p.name for p in (root / "builds").iterdir() if p.is_dir()] == [live_build_dir(root).name]
     col = hiera.open_collection(root)
@@ -117,3 +118,28 @@ def test_get_retriever_refuses_a_path_in_one_line(shared_root: Path) -> None:
         get_retriever("dhr", str(shared_root))
     with pytest.raises(BadInputError, match="pass hiera.open_collection"):
         get_retriever("dhr", shared_root)
+    with pytest.raises(BadInputError, match="takes an opened collection .*, not NoneType"):
+        get_retriever("dhr", None)
+
+
+def test_opening_just_after_a_commit_serves_the_committed_build(collection_dir: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """`add` swaps its build in, then commits: an open that saw the link before the commit and the version after
+    it looks again instead of calling the collection unbuilt ("run hiera build")."""
+    import hiera.collection as collection_module
+
+    root = helpers.copy_collection(collection_dir, tmp_path / "col")
+    held = hiera.open_collection(root)  # keeps the build before the add on disk
+    before = held.build_dir
+    src = helpers.write_jsonl(tmp_path / "add.jsonl", helpers.make_extra_docs()[:1])
+    hiera.add_documents(root, [src], "hiera-jsonl", log=helpers.QUIET, progress=False)
+    real, looks = collection_module.live_build_dir, []
+
+    def first_look_before_the_commit(r: Path) -> Path | None:
+        looks.append(before if not looks else real(r))
+        return looks[-1]
+
+    monkeypatch.setattr(collection_module, "live_build_dir", first_look_before_the_commit)
+    with hiera.open_collection(root) as col:
+        assert col.build_dir == real(root) != before and len(looks) >= 2
+    held.close()

@@ -97,6 +97,8 @@ def add_documents(
     from hiera.corpus.ingest import ingest
 
     root = Path(root)
+    if isinstance(sources, str | Path):  # one file: a str is a sequence of characters too
+        sources = [sources]
     CorpusStore(root)  # no collection: refused before a lock file is created
     if live_build_dir(root) is None:
         raise BadInputError(f"{root} has no index yet; use `hiera ingest` then `hiera build`")

@@ -282,14 +282,22 @@ class BuildView:
         self.store = CorpusStore(self.root)
         self.closed = False
         self._let_go: weakref.finalize | None = None
-        self.build_dir = self._hold_live_build()
-        build_dir = self.build_dir
-        self.manifest = Manifest.read(build_dir)
-        self.manifest.check_files(build_dir)
-        if self.manifest.corpus_version != self.store.version:
+        for attempt in range(3):
+            self.build_dir = self._hold_live_build()
+            build_dir = self.build_dir
+            self.manifest = Manifest.read(build_dir)
+            self.manifest.check_files(build_dir)
+            version = self.store.version
+            if self.manifest.corpus_version == version:
+                break
+            # `add` and `remove` swap their build in just before they commit: a commit that landed between the
+            # look at the live build and the read of the version has its build live now, so look again
+            if attempt < 2 and live_build_dir(self.root) != build_dir:
+                self.release()
+                continue
             raise ManifestMismatchError(
                 f"the index of {self.root} was built at corpus version {self.manifest.corpus_version} but the corpus "
-                f"is at version {self.store.version} (documents were ingested since); run `hiera build {self.root}`"
+                f"is at version {version} (documents were ingested since); run `hiera build {self.root}`"
             )
         self._defaults = self._checked_defaults()
         self.mmap = mmap

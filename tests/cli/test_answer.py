@@ -111,5 +111,6 @@ def test_tune_reader_saves_the_calibrated_decoding_the_reader_then_uses(squad_ti
                  "-q"]) == 0
     m = json.loads(capsys.readouterr().out)["bm25"]
     assert round(100 * m["em@1"], 2) == out["chosen_em"]["em@1"] and round(100 * m["em@3"], 2) == out["chosen_em"]["em@3"]
-    assert main([*run[:-3], "--read-k", "5", "-q"]) == 2
-    assert "--read-k takes two or more positive read-ks" in capsys.readouterr().err
+    for bad in ("5", "1,a", "0,5"):
+        assert main([*run[:-3], "--read-k", bad, "-q"]) == 2
+        assert "--read-k takes two or more positive read-ks" in capsys.readouterr().err

@@ -43,3 +43,26 @@ def test_a_trainer_pointed_at_a_collection_refuses_before_any_work(col_copy: Pat
                          "--out", str(col_copy), "-q")
     assert rc == 2 and "already holds something that is not a" in err and err.count("\n") == 1
     assert sorted(p.name for p in col_copy.iterdir()) == before  # the collection is untouched
+
+
+def test_check_out_tells_kinds_that_share_a_marker_and_guards_the_names_beside_out(tmp_path: Path) -> None:
+    fetchhr = tmp_path / "fh"
+    fetchhr.mkdir()
+    (fetchhr / "hiera-train.json").write_text("{}")
+    (fetchhr / "fetchhr.json").write_text("{}")
+    assert check_out(fetchhr, "fetchhr.json", "FetchHR model") == fetchhr
+    with pytest.raises(BadInputError, match="is not a model trained by hiera train"):
+        check_out(fetchhr, "hiera-train.json", "model trained by hiera train", foreign=("fetchhr.json",))
+    clf = tmp_path / "clf"
+    clf.mkdir()
+    (clf / "hiera-reranker.json").write_text(json.dumps({"kind": "set-classifier"}))
+    assert check_out(clf, "hiera-reranker.json", "classifier", kind="set-classifier") == clf
+    with pytest.raises(BadInputError, match="is not a reranker"):
+        check_out(clf, "hiera-reranker.json", "reranker")
+    mine = tmp_path / "rd.old"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    with pytest.raises(BadInputError, match=r"rd\.old is in the way"):
+        check_out(tmp_path / "rd", "hiera-reader.json", "reader")
+    (mine / "notes.txt").unlink()
+    assert check_out(tmp_path / "rd", "hiera-reader.json", "reader") == tmp_path / "rd"  # empty: a leftover

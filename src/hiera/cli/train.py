@@ -195,7 +195,10 @@ def cmd_tune_reader(args: argparse.Namespace) -> int:
 
     placement = resolve_placement(args.device, "auto")
     reader = Reader(args.reader, device=placement.device)  # not a reader: refused before the collection loads
-    read_ks = sorted({int(x) for x in args.read_k.split(",") if x.strip()}) if args.read_k.strip() else []
+    try:
+        read_ks = sorted({int(x) for x in args.read_k.split(",") if x.strip()})
+    except ValueError:
+        read_ks = []
     if not read_ks or read_ks[0] < 1 or len(read_ks) < 2:
         raise BadInputError(f"--read-k takes two or more positive read-ks, like 1,5,20 (got {args.read_k!r})")
     col = open_collection(args.index, device=args.device)

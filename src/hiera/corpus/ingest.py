@@ -53,7 +53,6 @@ def ingest(
     """
     reader = get_reader(fmt)
     root = Path(root)
-    created = not (root / STORE_FILE).exists()
     dir_existed = root.exists()
     skipped: list[str] = []
     reading = [", ".join(map(str, sources))]  # the file being read: each document's origin
@@ -74,6 +73,7 @@ def ingest(
                 raise BadInputError(f"{src}: no documents in it as --format {fmt}; the collection is unchanged")
 
     with writer_lock(root, "hiera ingest", create=True):
+        created = not (root / STORE_FILE).exists()  # under the lock: another first ingest may have just published
         try:
             if created:  # filled under another name and renamed once committed: a kill leaves no collection
                 clear_first_ingest(root)

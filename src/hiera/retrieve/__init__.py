@@ -20,9 +20,12 @@ RETRIEVERS = method_names()
 
 def get_retriever(name: str, collection: Any, **defaults: Any) -> Retriever:
     """The retriever ``name`` over an opened ``collection`` (:func:`hiera.open_collection`)."""
-    if isinstance(collection, str | PathLike):
-        raise BadInputError(f"get_retriever takes an opened collection, not the path {str(collection)!r}: "
+    if isinstance(collection, str | bytes | PathLike):
+        raise BadInputError(f"get_retriever takes an opened collection, not the path {collection!r}: "
                             "pass hiera.open_collection(path)")
+    if not hasattr(collection, "store"):
+        raise BadInputError(f"get_retriever takes an opened collection (hiera.open_collection(path)), not "
+                            f"{type(collection).__name__}")
     return method(name).load()(collection, **defaults)
 
 

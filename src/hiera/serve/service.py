@@ -102,10 +102,10 @@ class Service:
             return
         try:
             self._checked = now
-            # twice at most: `add` and `remove` commit just after their swap, so a commit can land between the
+            # three times at most: `add` and `remove` commit just after their swap, so a commit can land between the
             # look at the live build and the read of the corpus version; looking again serves the build it
             # committed instead of calling the collection stale
-            for _ in range(2):
+            for _ in range(3):
                 if not self._follow_live_build():
                     return
                 version = self.col.store.version

@@ -174,7 +174,7 @@ def train_biencoder(
     args.check()
     require_training_libs()
     kinds = check_kinds(args.level, args.negatives)  # type: ignore[arg-type]
-    out = check_out(out, "hiera-train.json", "model trained by hiera train")
+    out = check_out(out, "hiera-train.json", "model trained by hiera train", foreign=("fetchhr.json",))
     col = open_collection(index)
     t0 = time.perf_counter()
     pool = PassagePool.from_collection(col)

@@ -331,7 +331,7 @@ def train_classifier(
 ) -> dict[str, Any]:
     """``hiera train-classifier``: units and labels, balanced pairs, BCE training, publish ``out``."""
     args.check()
-    check_out(out, RERANKER_META_FILE, "classifier")
+    check_out(out, RERANKER_META_FILE, "classifier", kind="set-classifier")
     require_training_libs()
     t0 = time.perf_counter()
     if not queries:

@@ -181,21 +181,45 @@ def train_resumed(trainer: Any, resume: str | None) -> Any:
         trainer.remove_callback(guard)
 
 
-def check_out(out: str | Path, marker: str, what: str) -> Path:
+def check_out(out: str | Path, marker: str, what: str, foreign: tuple[str, ...] = (), kind: str | None = None) -> Path:
     """``out`` if a finished training may replace it: absent, an empty directory, or a {what} a training wrote
-    (it holds ``marker``). Anything else (a collection, another kind of model, a folder of the user's files) is
-    refused in one line before any work: publishing swaps the whole directory out and deletes it."""
+    (it holds ``marker``, none of ``foreign`` — files of another kind sharing that marker — and, in the marker's
+    JSON, ``kind`` as its ``kind``, or none when ``kind`` is None). Anything else (a
+    collection, another kind of model, a folder of the user's files) is refused in one line before any work:
+    publishing swaps the whole directory out and deletes it. So are the names it writes beside ``out``
+    (``OUT.partial``, ``OUT.old``) when they hold something that is not such a model."""
     out = Path(out)
+    for side in (out.with_name(out.name + ".partial"), out.with_name(out.name + ".old")):
+        if side.exists() and not _ours(side, marker, foreign, kind):
+            raise BadInputError(f"{side} is in the way: a training writes there beside --out {out}; move it, or "
+                                "remove it if an interrupted training left it")
     if not out.exists():
         return out
     if not out.is_dir():
         raise BadInputError(f"--out {out} is a file; give a directory for the {what}")
-    if (out / marker).is_file() or not any(out.iterdir()):
+    if _ours(out, marker, foreign, kind):
         return out
     raise BadInputError(
         f"--out {out} already holds something that is not a {what} (no {marker}); a finished training replaces "
         "the whole directory, so give a new or empty one"
     )
+
+
+def _ours(path: Path, marker: str, foreign: tuple[str, ...], kind: str | None) -> bool:
+    """An empty directory, or a model of the kind ``marker``, ``foreign`` and ``kind`` describe."""
+    if not path.is_dir():
+        return False
+    if not any(path.iterdir()):
+        return True
+    if not (path / marker).is_file() or any((path / f).exists() for f in foreign):
+        return False
+    if not marker.endswith(".json"):
+        return True
+    try:
+        meta = json.loads((path / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("kind") == kind
 
 
 def publish(tmp: Path, dest: Path) -> None:

@@ -217,7 +217,7 @@ def train_fetchhr(
     from hiera.fetchhr.rnet import RNetSet
 
     args.check()
-    out = check_out(out, "hiera-train.json", "FetchHR model")
+    out = check_out(out, "fetchhr.json", "FetchHR model")
     t0 = time.perf_counter()
     col = open_collection(index)
     if "passage" not in col.manifest.models:
