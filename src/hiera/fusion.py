@@ -11,10 +11,10 @@ One policy for a candidate missing from one of the lists being fused:
   list (its rank there is taken as beyond the list);
 * score-based fusion (interpolation): a missing candidate gets that list's
   **lowest observed score** — an upper bound of what it would have had, since
-  it did not make the list. After min-max normalization that is 0. A caller
-  that knows a list is complete (a BM25 list shorter than its depth holds
-  every match) gives its missing candidates 0 instead: their score is known
-  (the hybrid document stages, :mod:`hiera.score.docstage`).
+  it did not make the list. After min-max normalization that is 0. A list
+  marked ``complete`` (a BM25 list shorter than its depth holds every match)
+  gives its missing candidates 0 instead: their score is known (the hybrid
+  document stages, :mod:`hiera.score.docstage`).
 
 Candidates come back in ascending id order; :func:`hiera.index.select.topk`
 then breaks ties by that order, so equal fused scores rank the smaller id
@@ -32,17 +32,22 @@ RRF_K = 60  # Cormack et al.'s constant, used by the hybrid retriever and the fu
 
 
 class Ranked(NamedTuple):
-    """One ranking to fuse: ids (passage or document positions) and their scores, best first."""
+    """One ranking to fuse: ids (passage or document positions) and their scores, best first.
+
+    ``complete``: the list holds every candidate with a score (a BM25 list shorter than its depth holds every
+    match), so one it lacks scores 0, not the list's lowest score.
+    """
 
     ids: np.ndarray
     scores: np.ndarray
+    complete: bool = False
 
 
 class Aligned(NamedTuple):
     """The union of several rankings, with each list's score and 1-based rank per candidate (rank 0: absent)."""
 
     ids: np.ndarray  # ascending
-    scores: np.ndarray  # (n_lists, n) float32, the list's lowest score where absent
+    scores: np.ndarray  # (n_lists, n) float32, the list's lowest score where absent (0 from a complete list)
     ranks: np.ndarray  # (n_lists, n) int64, 0 where absent
 
 
@@ -58,7 +63,7 @@ def align(lists: Sequence[Ranked]) -> Aligned:
         # first occurrence wins: a list is best first
         uniq, first = np.unique(rid, return_index=True)
         where = np.searchsorted(ids, uniq)
-        scores[i] = float(rsc.min())
+        scores[i] = 0.0 if r.complete else float(rsc.min())
         scores[i, where] = rsc[first]
         ranks[i, where] = first + 1
     return Aligned(ids, scores, ranks)

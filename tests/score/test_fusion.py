@@ -19,6 +19,12 @@ def test_align_unions_ids_and_fills_the_lowest_score_where_absent() -> None:
     assert a.ranks.tolist() == [[0, 2, 1], [2, 1, 0]]
 
 
+def test_a_complete_list_gives_its_absent_candidates_zero() -> None:
+    a = align([Ranked(np.array([7, 3]), np.array([0.9, 0.5]), complete=True), _r([3, 1], [4.0, 2.0])])
+    assert a.scores.tolist() == [[0.0, 0.5, pytest.approx(0.9)], [2.0, 4.0, 2.0]]
+    assert a.ranks.tolist() == [[0, 2, 1], [2, 1, 0]]
+
+
 def test_rrf_adds_nothing_for_a_missing_candidate() -> None:
     a, fused = rrf([_r([7, 3], [0.9, 0.5]), _r([3, 1], [4.0, 2.0])])
     expect = {1: 1 / (RRF_K + 2), 3: 1 / (RRF_K + 2) + 1 / (RRF_K + 1), 7: 1 / (RRF_K + 1)}

@@ -74,7 +74,7 @@ import numpy as np
 
 from hiera.collection import Collection
 from hiera.errors import BadInputError
-from hiera.fusion import Aligned, Ranked, align, by_max, mix, rrf
+from hiera.fusion import Ranked, align, by_max, mix, rrf
 from hiera.index.dense import faiss_search
 from hiera.index.exact import TorchExactIndex
 from hiera.index.masked import bm25_top, torch_top, vector_search
@@ -283,11 +283,11 @@ class HybridMax(_Mixed):
                                       else col.passage_lists(q.text, q.qp, depth, q.filter))
             bdocs, bdsc, _ = docs_from_passages(col.passage_doc, bpos, bsc, col.n_docs)
             ddocs, ddsc, _ = docs_from_passages(col.passage_doc, pos, sc, col.n_docs)
-            a = align([Ranked(bdocs, by_max(bdsc)), Ranked(ddocs, ddsc)])
+            a = align([Ranked(bdocs, by_max(bdsc), complete=len(bpos) < depth), Ranked(ddocs, ddsc)])
             if len(a.ids) >= k or len(pos) < depth or depth >= total:
                 break
             depth = min(total, depth * DEEPEN)
-        return a.ids, _known_absent(a, 0, len(bpos) < depth), a.scores[1]
+        return a.ids, a.scores[0], a.scores[1]
 
 
 class Fused(DocStage):
@@ -324,20 +324,9 @@ class DocHybrid(_Mixed):
         depth = min(depth, col.n_docs)
         bpos, bsc = _bm25_top(col.bm25_docs, q, depth, "doc")
         dpos, dsc = stage("mean").top(col, q, depth)
-        a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc)), Ranked(dpos, dsc)])
-        return a.ids, _known_absent(a, 0, len(bpos) < depth), a.scores[1]
-
-
-def _known_absent(a: Aligned, row: int, exhausted: bool) -> np.ndarray:
-    """Row ``row`` of the aligned scores, with 0 for the candidates its list lacks when that list is exhausted.
-
-    A candidate missing from a list cut at its depth gets the list's lowest score, an upper bound of its own;
-    but a BM25 list shorter than its depth holds every text with a query term, so one missing from it has
-    none, and its BM25 part is 0 (not the weakest match's, which let a text without the query's terms outrank
-    texts with them).
-    """
-    scores = a.scores[row]
-    return np.where(a.ranks[row] > 0, scores, np.float32(0.0)).astype(np.float32) if exhausted else scores
+        a = align([Ranked(np.asarray(bpos, dtype=np.int64), by_max(bsc), complete=len(bpos) < depth),
+                   Ranked(dpos, dsc)])
+        return a.ids, a.scores[0], a.scores[1]
 
 
 @cache
