@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,12 +47,34 @@ READ_CACHE_KIB = 2000  # SQLite's default, restored once the transaction ends
 BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another process's commit before StoreBusyError
 
 
+@contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction whose changes stay in memory until the block's COMMIT, so readers are not locked out.
+
+    Any exception in the block rolls back what it wrote (unless SQLite already did, as after a full disk); the
+    page cache is back to its reading size afterwards, whatever happened.
+    """
+    conn.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose statements report a lock held past the busy timeout as :class:`StoreBusyError`.
 
     SQLite says ``database is locked``, which as a raw ``OperationalError``
     would read as a damaged store (CLI) or an internal error (HTTP 500).
     """
+
+    _hiera_path = ""  # the store file, for the message
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         try:
@@ -64,7 +87,7 @@ class _Connection(sqlite3.Connection):
                 f"{BUSY_TIMEOUT_S:.0f} s; try again in a moment"
             ) from None
 
-    _hiera_path = ""
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -272,8 +295,7 @@ class CorpusStore:
             )
         report = IngestReport()
         conn = self._conn()
-        self._begin_write(conn)
-        try:
+        with _write_transaction(conn):
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('rules', ?)", (json.dumps(rules.to_dict()),))
             writer = _Writer(conn, rules, report, duplicates)
             changes = conn.total_changes
@@ -301,19 +323,7 @@ class CorpusStore:
             if before_commit is not None:
                 before_commit()
             conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # SQLite already rolled back after some errors (disk full)
-                conn.execute("ROLLBACK")
-            raise
-        finally:
-            conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
         return report
-
-    @staticmethod
-    def _begin_write(conn: sqlite3.Connection) -> None:
-        """Start a write transaction whose changes stay in memory until COMMIT, so readers are not locked out."""
-        conn.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
-        conn.execute("BEGIN IMMEDIATE")
 
     def remove(self, doc_ids: Sequence[str], before_commit: Callable[[], None] | None = None, *,
                source: str | None = None, of_source: Sequence[str] = ()) -> RemoveReport:
@@ -329,8 +339,7 @@ class CorpusStore:
             raise ValueError("of_source names documents to take a source's parts from: give the source")
         conn = self._conn()
         report = RemoveReport()
-        self._begin_write(conn)
-        try:
+        with _write_transaction(conn):
             wanted = list(dict.fromkeys([*doc_ids, *of_source]))
             resolved = {i: self.canonical_id(i) for i in wanted}
             unknown = [i for i, c in resolved.items() if c is None]
@@ -390,12 +399,6 @@ class CorpusStore:
             if before_commit is not None:
                 before_commit()
             conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        finally:
-            conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
         return report
 
     def retired(self, rowids: Sequence[int]) -> dict[int, str]:
@@ -828,9 +831,9 @@ def remove_new_collection(root: Path, *, dir_existed: bool = False) -> None:
     if not dir_existed:
         shutil.rmtree(root, ignore_errors=True)
         return
-    for name in (STORE_FILE, STORE_FILE + "-journal", FIRST_INGEST_FILE, FIRST_INGEST_FILE + "-journal",
-                 "writer.lock"):
+    for name in (STORE_FILE, STORE_FILE + "-journal", "writer.lock"):
         (root / name).unlink(missing_ok=True)
+    clear_first_ingest(root)
 
 
 def clear_first_ingest(root: Path) -> None:
