@@ -48,4 +48,3 @@ def tune_reader(reader: Any, retriever: Any, questions: Sequence[Question], read
     report = calibrate(readings, ks, grid_of(reader_spec()))
     report["retriever"] = retriever.name
     return report
-

@@ -114,4 +114,3 @@ class Gate:
         with self._cond:
             self._write = False
             self._cond.notify_all()
-

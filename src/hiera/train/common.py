@@ -67,14 +67,19 @@ def questions_digest(questions: Sequence[Question]) -> str:
     return digest(f"{q.id}\x00{q.text}\x00" for q in questions)
 
 
+def checkpoint_step(path: str | Path) -> int | None:
+    """N of a ``checkpoint-N`` directory (the global step it was saved at); None for any other name."""
+    name = Path(path).name
+    step = name.removeprefix("checkpoint-")
+    return int(step) if step != name and step.isdigit() else None
+
+
 def last_checkpoint(folder: Path) -> str | None:
     """The newest complete ``checkpoint-N`` under ``folder`` (resume point), if any."""
     if not folder.is_dir():
         return None
-    cands = []
-    for p in folder.iterdir():
-        if p.name.startswith("checkpoint-") and p.name[11:].isdigit() and (p / "trainer_state.json").exists():
-            cands.append((int(p.name[11:]), p))
+    cands = [(step, p) for p in folder.iterdir()
+             if (step := checkpoint_step(p)) is not None and (p / "trainer_state.json").exists()]
     return str(max(cands)[1]) if cands else None
 
 
@@ -182,8 +187,8 @@ def train_resumed(trainer: Any, resume: str | None) -> Any:
 
 
 def check_out(out: str | Path, marker: str, what: str, foreign: tuple[str, ...] = (), kind: str | None = None) -> Path:
-    """``out`` if a finished training may replace it: absent, an empty directory, or a {what} a training wrote
-    (it holds ``marker``, none of ``foreign`` — files of another kind sharing that marker — and, in the marker's
+    """``out`` if a finished training may replace it: absent, an empty directory, or a model of this kind (``what``
+    names it) that a training wrote (it holds ``marker``, none of ``foreign`` — files of another kind sharing that marker — and, in the marker's
     JSON, ``kind`` as its ``kind``, or none when ``kind`` is None). Anything else (a
     collection, another kind of model, a folder of the user's files) is refused in one line before any work:
     publishing swaps the whole directory out and deletes it. So are the names it writes beside ``out``
@@ -259,7 +264,7 @@ def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], 
     """What every trainer records of its run: steps, final loss, time, whether the budget stopped it, resume point,
     and where it ran (:func:`device_report`)."""
     steps = int(trainer.state.global_step)
-    start = _checkpoint_step(resume)
+    start = (checkpoint_step(resume) or 0) if resume else 0
     report: dict[str, Any] = {
         "steps": steps,
         "train_loss": float(result.training_loss),
@@ -275,14 +280,6 @@ def run_report(trainer: Any, result: Any, seconds: float, callbacks: list[Any], 
         report["train_loss"] = round(sum(logged) / len(logged), 4) if logged else None
         report["steps_this_call"] = steps - start
     return report
-
-
-def _checkpoint_step(resume: str | None) -> int:
-    """The global step a ``checkpoint-N`` directory was saved at (0 for a fresh run)."""
-    if not resume:
-        return 0
-    tail = Path(resume).name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
 
 
 def device_report(device: str, steps: int, seconds: float) -> dict[str, Any]:
